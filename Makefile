@@ -1,0 +1,25 @@
+# Two entry points for a new user: `make demo` and `make test` (see README.md).
+PYTHON ?= python3.11
+VENV := .venv
+BIN := $(VENV)/bin
+
+.PHONY: demo test lint java
+
+$(BIN)/activate: requirements.txt requirements-test.txt pyproject.toml
+	@command -v $(PYTHON) >/dev/null || { echo "$(PYTHON) is required" >&2; exit 1; }
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -r requirements-test.txt
+	$(BIN)/pip install --quiet --no-deps -e .
+	touch $(BIN)/activate
+
+# Spark needs a JVM; a fresh Debian machine may lack one.
+java:
+	@command -v java >/dev/null || { apt-get update -qq && apt-get install -y -qq openjdk-17-jre-headless; }
+
+lint: $(BIN)/activate
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+test: $(BIN)/activate java lint
+	$(BIN)/python -m pytest

@@ -1,0 +1,284 @@
+"""Manifest lists: the per-snapshot Avro file naming its manifests (spec: "Manifest Lists").
+
+A manifest's sequence numbers are only known when its snapshot commits, so manifests are
+written with placeholders (`UNASSIGNED_SEQ`) and the manifest list writer, which runs once
+per commit attempt, fills them in. A retried commit rewrites only the list.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
+from enum import IntEnum
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+from icecore.avro_schema import MANIFEST_FILE, manifest_list_avro_schema
+from icecore.errors import ValidationError
+from icecore.manifest_io import (
+    AvroFile,
+    compile_decoder,
+    field_type,
+    non_null,
+    rename_fields,
+    replace_non_null,
+    with_field_type,
+    write_avro,
+)
+
+if TYPE_CHECKING:
+    from icecore.io import FileIO
+
+# Java's ManifestWriter/ManifestListWriter use -1 for "assigned when the snapshot commits".
+UNASSIGNED_SEQ = -1
+FORMAT_VERSION = 2
+
+
+class ManifestContent(IntEnum):
+    DATA = 0
+    DELETES = 1
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionFieldSummary:
+    """What one partition field holds across a manifest; bounds are single-value bytes.
+
+    `contains_nan` is None when the writer did not say (v1 lists, old writers); bounds
+    exclude nulls and NaNs and are None when every value was one of those.
+    """
+
+    contains_null: bool
+    contains_nan: bool | None = None
+    lower_bound: bytes | None = None
+    upper_bound: bytes | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ManifestFile:
+    """One manifest list entry. Counts are None only in v1 lists that omitted them."""
+
+    manifest_path: str
+    manifest_length: int
+    partition_spec_id: int
+    content: ManifestContent
+    sequence_number: int
+    min_sequence_number: int
+    added_snapshot_id: int
+    added_files_count: int | None
+    existing_files_count: int | None
+    deleted_files_count: int | None
+    added_rows_count: int | None
+    existing_rows_count: int | None
+    deleted_rows_count: int | None
+    partitions: list[PartitionFieldSummary] | None = None
+    key_metadata: bytes | None = None
+
+    # The spec: "when null this is assumed to be non-zero".
+    @property
+    def has_added_files(self) -> bool:
+        return self.added_files_count is None or self.added_files_count > 0
+
+    @property
+    def has_existing_files(self) -> bool:
+        return self.existing_files_count is None or self.existing_files_count > 0
+
+    @property
+    def has_deleted_files(self) -> bool:
+        return self.deleted_files_count is None or self.deleted_files_count > 0
+
+
+class ManifestListWriter:
+    """Writes a v2 manifest list for the snapshot `snapshot_id` committing at `sequence_number`.
+
+    Manifests written by this commit carry `UNASSIGNED_SEQ` and get `sequence_number`;
+    manifests carried over from earlier snapshots keep the numbers they already have.
+    Nothing is written until `close()`, which returns the manifests as they were listed.
+    """
+
+    def __init__(
+        self,
+        io: FileIO,
+        location: str,
+        snapshot_id: int,
+        parent_snapshot_id: int | None,
+        sequence_number: int,
+        *,
+        codec: str = "deflate",
+    ) -> None:
+        if sequence_number < 0:
+            raise ValidationError(
+                f"{location}: sequence number must be >= 0, got {sequence_number}"
+            )
+        self._io = io
+        self.location = location
+        self.snapshot_id = snapshot_id
+        self.parent_snapshot_id = parent_snapshot_id
+        self.sequence_number = sequence_number
+        self._codec = codec
+        self._manifests: list[ManifestFile] = []
+        self._closed = False
+
+    def add(self, manifest: ManifestFile) -> ManifestFile:
+        """List `manifest`, assigning this commit's sequence number where it is unassigned."""
+        if self._closed:
+            raise ValidationError(f"{self.location}: manifest list writer is closed")
+        seq, min_seq = manifest.sequence_number, manifest.min_sequence_number
+        if UNASSIGNED_SEQ in (seq, min_seq):
+            if manifest.added_snapshot_id != self.snapshot_id:
+                # Only this commit's own manifests may take its sequence number; any other
+                # lost its number somewhere, and guessing would reorder deletes.
+                raise ValidationError(
+                    f"{manifest.manifest_path}: unassigned sequence number in a manifest added "
+                    f"by snapshot {manifest.added_snapshot_id}, not by committing snapshot "
+                    f"{self.snapshot_id}"
+                )
+            manifest = replace(
+                manifest,
+                sequence_number=self.sequence_number if seq == UNASSIGNED_SEQ else seq,
+                min_sequence_number=self.sequence_number if min_seq == UNASSIGNED_SEQ else min_seq,
+            )
+        self._manifests.append(manifest)
+        return manifest
+
+    def add_all(self, manifests: Iterable[ManifestFile]) -> None:
+        for manifest in manifests:
+            self.add(manifest)
+
+    def close(self) -> list[ManifestFile]:
+        if not self._closed:
+            metadata = {
+                "snapshot-id": str(self.snapshot_id),
+                # Java writes String.valueOf(null) for a snapshot without parent.
+                "parent-snapshot-id": str(self.parent_snapshot_id)
+                if self.parent_snapshot_id is not None
+                else "null",
+                "sequence-number": str(self.sequence_number),
+                "format-version": str(FORMAT_VERSION),
+            }
+            records = [_to_record(m) for m in self._manifests]
+            write_avro(
+                self._io,
+                self.location,
+                manifest_list_avro_schema(),
+                records,
+                metadata=metadata,
+                codec=self._codec,
+            )
+            self._closed = True
+        return list(self._manifests)
+
+    def __enter__(self) -> ManifestListWriter:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if exc_type is None:
+            self.close()
+
+
+def _to_record(m: ManifestFile) -> dict[str, Any]:
+    for name in ("added", "existing", "deleted"):
+        for unit in ("files", "rows"):
+            if getattr(m, f"{name}_{unit}_count") is None:
+                raise ValidationError(
+                    f"{m.manifest_path}: v2 manifest lists require {name}_{unit}_count"
+                )
+    return {
+        "manifest_path": m.manifest_path,
+        "manifest_length": m.manifest_length,
+        "partition_spec_id": m.partition_spec_id,
+        "content": int(m.content),
+        "sequence_number": m.sequence_number,
+        "min_sequence_number": m.min_sequence_number,
+        "added_snapshot_id": m.added_snapshot_id,
+        "added_files_count": m.added_files_count,
+        "existing_files_count": m.existing_files_count,
+        "deleted_files_count": m.deleted_files_count,
+        "added_rows_count": m.added_rows_count,
+        "existing_rows_count": m.existing_rows_count,
+        "deleted_rows_count": m.deleted_rows_count,
+        "partitions": None
+        if m.partitions is None
+        else [
+            {
+                "contains_null": s.contains_null,
+                "contains_nan": s.contains_nan,
+                "lower_bound": s.lower_bound,
+                "upper_bound": s.upper_bound,
+            }
+            for s in m.partitions
+        ],
+        "key_metadata": m.key_metadata,
+    }
+
+
+_NAMES = {f.field_id: f.name for f in MANIFEST_FILE.fields}
+_SUMMARY_NAMES = {509: "contains_null", 518: "contains_nan", 510: "lower_bound", 511: "upper_bound"}
+# Required in v1 and v2; the v2-only fields (content, sequence numbers) default as v1 says.
+_REQUIRED = (500, 501, 502, 503)
+
+
+def read_manifest_list(io: FileIO, location: str) -> list[ManifestFile]:
+    """Every manifest of a v1 or v2 manifest list, by field id.
+
+    v1 lists have no sequence numbers or content: they read as 0 and DATA (spec Appendix E).
+    """
+    avro_file = AvroFile(io, location, "manifest list")
+    schema = rename_fields(avro_file, avro_file.schema, _NAMES, _REQUIRED, "manifest_file")
+    if any(f["name"] == "partitions" for f in schema["fields"]):
+        array = field_type(schema, "partitions")
+        if not isinstance(array, dict) or array.get("type") != "array":
+            raise avro_file.error("field 507 partitions is not a list")
+        element = _summary_schema(avro_file, non_null(array["items"]))
+        items = replace_non_null(array["items"], element)
+        schema = with_field_type(schema, "partitions", {**array, "items": items})
+    try:
+        decoder = compile_decoder(schema)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise avro_file.error(f"has an unsupported Avro schema ({exc})") from None
+    return [_manifest(avro_file, r) for r in avro_file.records(decoder)]
+
+
+def _summary_schema(avro_file: AvroFile, record: Any) -> dict[str, Any]:
+    if not isinstance(record, dict) or record.get("type") != "record":
+        raise avro_file.error("field 508 of partitions is not a field_summary struct")
+    return rename_fields(avro_file, record, _SUMMARY_NAMES, (509,), "field_summary")
+
+
+def _manifest(avro_file: AvroFile, r: dict[str, Any]) -> ManifestFile:
+    partitions = r.get("partitions")
+    content = r.get("content")
+    try:
+        return ManifestFile(
+            manifest_path=r["manifest_path"],
+            manifest_length=r["manifest_length"],
+            partition_spec_id=r["partition_spec_id"],
+            content=ManifestContent(0 if content is None else content),
+            sequence_number=r.get("sequence_number") or 0,
+            min_sequence_number=r.get("min_sequence_number") or 0,
+            added_snapshot_id=r["added_snapshot_id"],
+            added_files_count=r.get("added_files_count"),
+            existing_files_count=r.get("existing_files_count"),
+            deleted_files_count=r.get("deleted_files_count"),
+            added_rows_count=r.get("added_rows_count"),
+            existing_rows_count=r.get("existing_rows_count"),
+            deleted_rows_count=r.get("deleted_rows_count"),
+            partitions=None
+            if partitions is None
+            else [
+                PartitionFieldSummary(
+                    s["contains_null"],
+                    s.get("contains_nan"),
+                    s.get("lower_bound"),
+                    s.get("upper_bound"),
+                )
+                for s in partitions
+            ],
+            key_metadata=r.get("key_metadata"),
+        )
+    except ValueError as exc:
+        raise avro_file.error(f"has an invalid manifest entry: {exc}") from None

@@ -1,0 +1,1 @@
+"""Helpers shared by the tests: a writer of real tables, a reference reader, engine fixtures."""
