@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import os
 import resource
 import statistics
 import subprocess
@@ -119,7 +120,13 @@ def child(planner: str, metadata: str, ref: str, verify: bool) -> dict[str, Any]
     }
     if tally is not None:
         out["digest"] = tally.result()["digest"]
+    if planner == "icecore":
+        out["icecore_sources"] = _loaded_icecore_digest()
     return out
+
+
+class ChildFailed(Exception):
+    """A planner crashed; its stderr tail is the message."""
 
 
 def run_child(planner: str, metadata: str, ref: str, verify: bool) -> dict[str, Any]:
@@ -128,17 +135,24 @@ def run_child(planner: str, metadata: str, ref: str, verify: bool) -> dict[str, 
         command.append("--verify")
     proc = subprocess.run(command, capture_output=True, text=True, check=False)
     if proc.returncode != 0:
-        raise SystemExit(f"{planner} child failed ({proc.returncode}):\n{proc.stderr[-4000:]}")
+        raise ChildFailed(f"{planner} on {ref} exited {proc.returncode}: {proc.stderr[-2000:]}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
 # Parent: generate, verify, time, report -------------------------------------------------
 
 
-def _source_digest() -> str:
-    """Which icecore was measured: a hash of its sources (the repo may have no commits)."""
+def _loaded_icecore_digest() -> str:
+    """Which icecore this process ran: a hash of the icecore modules it imported (the repo
+    may have no commits to name, and icecore may be edited while a benchmark runs)."""
+    root = REPO / "icecore"
+    files = sorted(
+        Path(m.__file__)
+        for m in list(sys.modules.values())
+        if getattr(m, "__file__", None) and Path(m.__file__).is_relative_to(root)
+    )
     h = hashlib.sha256()
-    for path in sorted((REPO / "icecore").rglob("*.py")):
+    for path in files:
         h.update(path.relative_to(REPO).as_posix().encode() + b"\0" + path.read_bytes())
     return h.hexdigest()[:16]
 
@@ -197,8 +211,7 @@ def measure(metadata: str, repeat: int, expected: dict[str, Any]) -> dict[str, A
             "median_peak_rss_mb": _median(rs, "peak_rss_mb"),
             "median_rss_after_import_mb": _median(rs, "rss_after_import_mb"),
             "median_import_seconds": _median(rs, "import_seconds"),
-            "seconds": [r["seconds"] for r in rs],
-            "peak_rss_mb": [r["peak_rss_mb"] for r in rs],
+            "runs": rs,
         }
         for planner, rs in runs.items()
     }
@@ -218,6 +231,25 @@ def measure(metadata: str, repeat: int, expected: dict[str, Any]) -> dict[str, A
         "planners": summary,
         "problems": problems,
     }
+
+
+def _all_runs(report: dict[str, Any]) -> list[dict[str, Any]]:
+    timed = [r for p in report.get("planners", {}).values() for r in p.get("runs", [])]
+    return report.get("verify_runs", []) + timed
+
+
+def _benchmark(metadata: str, info: dict[str, Any], repeat: int, report: dict[str, Any]) -> None:
+    verify_runs, problems = verify(metadata, info)
+    report["verify_runs"] = verify_runs
+    if problems:
+        report["problems"] = problems
+        report["bar_met"] = False
+        return
+    report.update(measure(metadata, repeat, info["main"]["expected"]))
+    _log(
+        f"speedup {report['speedup']}x (cpu {report['cpu_speedup']}x), "
+        f"rss ratio {report['rss_ratio']}, bar met: {report['bar_met']}"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -252,21 +284,20 @@ def main(argv: list[str] | None = None) -> int:
         "metadata": metadata,
         "table": {ref: info[ref] for ref in ("main", "cdc")},
         "python": sys.version.split()[0],
-        "icecore_sources": _source_digest(),
+        "cpus": os.cpu_count(),
+        "load_average_at_start": os.getloadavg()[0],
     }
     if not args.generate_only:
-        verify_runs, problems = verify(metadata, info)
-        report["verify_runs"] = verify_runs
-        if problems:
-            report["problems"] = problems
+        try:
+            _benchmark(metadata, info, args.repeat, report)
+        except ChildFailed as exc:
+            _log(str(exc))
+            report["problems"] = [*report.get("problems", []), str(exc)]
             report["bar_met"] = False
-        else:
-            report.update(measure(metadata, args.repeat, info["main"]["expected"]))
-            _log(
-                f"speedup {report['speedup']}x (cpu {report['cpu_speedup']}x), "
-                f"rss ratio {report['rss_ratio']}, bar met: {report['bar_met']}"
-            )
-    if _source_digest() != report["icecore_sources"]:
+    report["load_average_at_end"] = os.getloadavg()[0]
+    versions = {r["icecore_sources"] for r in _all_runs(report) if "icecore_sources" in r}
+    report["icecore_sources"] = sorted(versions)
+    if len(versions) > 1:
         report["problems"] = [*report.get("problems", []), "icecore changed during the run"]
         report["bar_met"] = False
     print(json.dumps(report))

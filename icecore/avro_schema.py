@@ -83,7 +83,7 @@ METRICS_FIELD_IDS = frozenset(
         UPPER_BOUNDS,
         SPLIT_OFFSETS,
     )
-) | {111}  # v1's deprecated distinct_counts
+)
 
 # field_summary and manifest_file (spec "Manifest Lists"), v2 layout.
 FIELD_SUMMARY = StructType(
@@ -169,26 +169,25 @@ def to_avro(struct: StructType, record_name: str) -> dict[str, Any]:
 def make_compatible_name(name: str) -> str:
     """An Avro-legal field name, sanitized exactly as Iceberg Java's `AvroSchemaUtil` does.
 
-    Avro names must match `[A-Za-z_][A-Za-z0-9_]*`; partition field names such as
-    `ts-day` or `1st` do not, and Java rewrites them (`ts_x2Dday`, `_1st`), keeping the
-    original under `iceberg-field-name`.
+    Avro names must start with a letter or `_` and go on with letters, digits or `_`;
+    partition field names such as `ts-day` or `1st` do not, and Java rewrites them
+    (`ts_x2Dday`, `_1st`), keeping the original under `iceberg-field-name`.
     """
-    if _is_valid_name(name):
-        return name
+    if not name:
+        raise ValidationError("an Avro field name cannot be empty")
     first = name[0]
     out = [first if first.isalpha() or first == "_" else _escape(first)]
-    out.extend(c if c.isalnum() or c == "_" else _escape(c) for c in name[1:])
+    out.extend(c if _is_name_char(c) else _escape(c) for c in name[1:])
     return "".join(out)
 
 
-def _is_valid_name(name: str) -> bool:
-    if not name or not (name[0].isalpha() or name[0] == "_"):
-        return False
-    return all(c.isalnum() or c == "_" for c in name[1:])
+def _is_name_char(char: str) -> bool:
+    # Java's Character.isLetterOrDigit: letters and decimal digits (category Nd).
+    return char.isalpha() or char.isdecimal() or char == "_"
 
 
 def _escape(char: str) -> str:
-    if char.isdigit():
+    if char.isdecimal():
         return "_" + char
     return f"_x{ord(char):X}"
 
@@ -246,7 +245,7 @@ def _type(t: IcebergType, owner_id: int) -> Any:
 def _primitive(t: IcebergType) -> Any:
     simple = _SIMPLE.get(type(t))
     if simple is not None:
-        return simple
+        return dict(simple) if isinstance(simple, dict) else simple
     if isinstance(t, DecimalType):
         return {
             "type": "fixed",

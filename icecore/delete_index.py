@@ -11,8 +11,8 @@ Rules (spec v2, "Scan Planning"):
 Deletes are grouped per (spec id, partition) and sorted by sequence number, so finding the
 deletes for one data file is a dictionary lookup and a bisection, not a scan of every delete
 file: planning 500,000 data files against 50,000 deletes must stay linear.
-Position deletes that name a single data file (equal `file_path` bounds, as Iceberg's writers
-produce for file-scoped deletes) are indexed by that path directly.
+Position deletes that name a single data file (`referenced_data_file`, or equal `file_path`
+bounds as Iceberg's writers produce for file-scoped deletes) are indexed by that path directly.
 """
 
 from __future__ import annotations
@@ -60,6 +60,14 @@ def _path_bounds(delete_file: DataFile) -> tuple[bytes | None, bytes | None]:
     return lower, upper
 
 
+def _referenced_data_file(delete_file: DataFile) -> str | None:
+    """The one data file a position delete file targets, when it targets only one."""
+    if delete_file.referenced_data_file is not None:
+        return delete_file.referenced_data_file
+    lower, upper = _path_bounds(delete_file)
+    return lower.decode("utf-8") if lower is not None and lower == upper else None
+
+
 class DeleteFileIndex:
     """Answers `for_data_file(...)`; build it from every live delete entry of one snapshot."""
 
@@ -86,9 +94,8 @@ class DeleteFileIndex:
                 key = (delete_file.spec_id, delete_file.partition)
                 self._eq_by_partition[key].add(data_sequence_number, delete_file)
         elif delete_file.content == FileContent.POSITION_DELETES:
-            lower, upper = _path_bounds(delete_file)
-            if lower is not None and lower == upper:
-                self._pos_by_path[lower.decode("utf-8")].add(data_sequence_number, delete_file)
+            if (referenced := _referenced_data_file(delete_file)) is not None:
+                self._pos_by_path[referenced].add(data_sequence_number, delete_file)
             else:
                 key = (delete_file.spec_id, delete_file.partition)
                 self._pos_by_partition[key].add(data_sequence_number, delete_file)

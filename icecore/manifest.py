@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from enum import IntEnum, StrEnum
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
@@ -38,10 +38,9 @@ from icecore.conversions import encoder
 from icecore.errors import ValidationError
 from icecore.manifest_io import (
     AvroFile,
-    compile_decoder,
     field_type,
-    project,
     rename_fields,
+    select,
     with_field_type,
     write_avro,
 )
@@ -302,10 +301,14 @@ class ManifestWriter:
 
     def _check(self, data_file: DataFile) -> None:
         path = data_file.file_path
+        if str(data_file.file_format).upper() not in FileFormat.__members__:
+            raise ValidationError(
+                f"{self.location}: {path} has unknown format {data_file.file_format!r}"
+            )
         is_data = data_file.content == FileContent.DATA
         if is_data != (self.content == ManifestContent.DATA):
             raise ValidationError(
-                f"{self.location}: cannot add {data_file.content.name} file {path} "
+                f"{self.location}: cannot add {FileContent(data_file.content).name} file {path} "
                 f"to a {self.content.name} manifest"
             )
         if data_file.content == FileContent.EQUALITY_DELETES and not data_file.equality_ids:
@@ -352,12 +355,16 @@ class _FieldStats:
         if self._is_float and math.isnan(value):
             self.contains_nan = True
             return value
-        key = _float_key(value) if self._is_float else value
-        if self.min is None or key < (_float_key(self.min) if self._is_float else self.min):
+        if self.min is None or self._before(value, self.min):
             self.min = value
-        if self.max is None or key > (_float_key(self.max) if self._is_float else self.max):
+        if self.max is None or self._before(self.max, value):
             self.max = value
         return value.bytes if self._is_uuid else value
+
+    def _before(self, a: Any, b: Any) -> bool:
+        if self._is_float:  # the spec orders -0.0 before 0.0
+            return (a, math.copysign(1.0, a)) < (b, math.copysign(1.0, b))
+        return bool(a < b)
 
     def summary(self) -> PartitionFieldSummary:
         return PartitionFieldSummary(
@@ -368,11 +375,6 @@ class _FieldStats:
         )
 
 
-def _float_key(value: float) -> tuple[float, float]:
-    """Orders -0.0 before 0.0, as the spec requires of float bounds."""
-    return (value, math.copysign(1.0, value))
-
-
 def _kv(values: dict[int, Any] | None) -> list[dict[str, Any]] | None:
     return None if values is None else [{"key": k, "value": v} for k, v in values.items()]
 
@@ -381,7 +383,7 @@ def _data_file_record(f: DataFile, partition: dict[str, Any]) -> dict[str, Any]:
     return {
         "content": int(f.content),
         "file_path": f.file_path,
-        "file_format": FileFormat(f.file_format.upper()).value,
+        "file_format": str(f.file_format).upper(),
         "partition": partition,
         "record_count": f.record_count,
         "file_size_in_bytes": f.file_size_in_bytes,
@@ -403,11 +405,14 @@ def _data_file_record(f: DataFile, partition: dict[str, Any]) -> dict[str, Any]:
 
 _ENTRY_NAMES = {f.field_id: f.name for f in manifest_entry_type(StructType()).fields}
 _DATA_FILE_NAMES = {f.field_id: f.name for f in data_file_type(StructType()).fields}
-_METRICS_NAMES = frozenset(_DATA_FILE_NAMES[i] for i in METRICS_FIELD_IDS if i in _DATA_FILE_NAMES)
+_METRICS_NAMES = frozenset(_DATA_FILE_NAMES[i] for i in METRICS_FIELD_IDS)
 _ENTRY_REQUIRED = (0, DATA_FILE_ID)  # snapshot_id is required in v1 only, and inherited
 _DATA_FILE_REQUIRED = (100, 101, PARTITION_ID, 103, 104)
+# Decoded tuples come in these orders; the data file's is DataFile's own (without spec_id).
+_ENTRY_READ = ("status", "snapshot_id", "sequence_number", "file_sequence_number", "data_file")
+_DATA_FILE_READ = tuple(f.name for f in fields(DataFile) if f.name != "spec_id")
 _STATUSES = {s.value: s for s in EntryStatus}
-_CONTENTS = {c.value: c for c in FileContent}
+_CONTENTS = {None: FileContent.DATA} | {c.value: c for c in FileContent}  # v1: all data
 _FORMATS = {name: f for f in FileFormat for name in (f.value, f.value.lower())}
 
 
@@ -429,62 +434,101 @@ def read_manifest(
     `live_only` drops DELETED entries, which scans never use.
     """
     avro_file = AvroFile(io, manifest.manifest_path, "manifest")
-    layout = _Layout(avro_file, _partition_ids(avro_file, spec), include_metrics)
-    keys = layout.partition_keys
+    try:
+        layout = _Layout(avro_file, spec, include_metrics)
+    except (KeyError, TypeError, AttributeError, StopIteration) as exc:
+        raise avro_file.error(
+            f"has a malformed Avro schema ({type(exc).__name__}: {exc})"
+        ) from None
+    # The layout depends on the file's schema and on which partition fields, in which order.
+    key = (avro_file.metadata["avro.schema"], tuple(layout.partition_ids), include_metrics)
+    decode = avro_file.decoder(key, layout.writer, layout.reader)
     spec_id = manifest.partition_spec_id
     added_snapshot_id = manifest.added_snapshot_id
     # An uncommitted manifest (UNASSIGNED_SEQ) has nothing to give yet.
     inherited = manifest.sequence_number if manifest.sequence_number >= 0 else None
     data_seq = _SequenceNumbers(avro_file, layout.has_sequence_number, inherited, manifest)
     file_seq = _SequenceNumbers(avro_file, layout.has_file_sequence_number, inherited, manifest)
-    deleted = EntryStatus.DELETED
-    for rec in avro_file.records(layout.decoder):
-        status = _STATUSES.get(rec["status"])
+    statuses, contents, formats, deleted = _STATUSES, _CONTENTS, _FORMATS, EntryStatus.DELETED
+    for code, snapshot_id, seq, fseq, df in avro_file.records(decode):
+        status = statuses.get(code)
         if status is None:
-            raise avro_file.error(f"has an entry with unknown status {rec['status']}")
+            raise avro_file.error(f"has an entry with unknown status {code}")
         if live_only and status is deleted:
             continue
-        df = rec["data_file"]
-        values = df["partition"]
-        file_format = _FORMATS.get(df["file_format"]) or _FORMATS.get(df["file_format"].upper())
-        content = _CONTENTS.get(df.get("content") or 0)
+        (
+            path,
+            raw_format,
+            partition,
+            record_count,
+            file_size,
+            raw_content,
+            column_sizes,
+            value_counts,
+            null_value_counts,
+            nan_value_counts,
+            lower_bounds,
+            upper_bounds,
+            key_metadata,
+            split_offsets,
+            equality_ids,
+            sort_order_id,
+            referenced_data_file,
+        ) = df
+        file_format = formats.get(raw_format) or formats.get(raw_format.upper())
+        content = contents.get(raw_content)
         if file_format is None or content is None:
             raise avro_file.error(
-                f"lists {df['file_path']} with unknown format {df['file_format']!r} "
-                f"or content {df.get('content')!r}"
+                f"lists {path} with unknown format {raw_format!r} or content {raw_content!r}"
             )
-        data_file = DataFile(
-            df["file_path"],
-            file_format,
-            tuple([values[k] for k in keys]),
-            df["record_count"],
-            df["file_size_in_bytes"],
-            content,
-            df.get("column_sizes"),
-            df.get("value_counts"),
-            df.get("null_value_counts"),
-            df.get("nan_value_counts"),
-            df.get("lower_bounds"),
-            df.get("upper_bounds"),
-            df.get("key_metadata"),
-            df.get("split_offsets"),
-            df.get("equality_ids"),
-            df.get("sort_order_id"),
-            df.get("referenced_data_file"),
-            spec_id,
-        )
-        snapshot_id = rec.get("snapshot_id")
         yield ManifestEntry(
             status,
             added_snapshot_id if snapshot_id is None else snapshot_id,
-            data_seq.resolve(rec.get("sequence_number"), status, data_file),
-            file_seq.resolve(rec.get("file_sequence_number"), status, data_file),
-            data_file,
+            data_seq.resolve(status, path) if seq is None else seq,
+            file_seq.resolve(status, path) if fseq is None else fseq,
+            DataFile(
+                path,
+                file_format,
+                partition,
+                record_count,
+                file_size,
+                content,
+                column_sizes,
+                value_counts,
+                null_value_counts,
+                nan_value_counts,
+                lower_bounds,
+                upper_bounds,
+                key_metadata,
+                split_offsets,
+                equality_ids,
+                sort_order_id,
+                referenced_data_file,
+                spec_id,
+            ),
         )
 
 
+def manifest_file_from_path(io: FileIO, location: str, snapshot_id: int) -> ManifestFile:
+    """The manifest list entry for a manifest that a v1 snapshot names inline.
+
+    Such snapshots have no manifest list, so only the file itself is known, as in Java:
+    counts and partition summaries stay None (the spec reads a null count as "non-zero"),
+    sequence numbers are 0 (v1), and the spec id is the one the manifest records.
+    """
+    avro_file = AvroFile(io, location, "manifest")
+    try:
+        spec_id = int(avro_file.metadata.get("partition-spec-id", "0"))
+    except ValueError:
+        raise avro_file.error("has a malformed partition-spec-id") from None
+    counts = (None,) * 6
+    return ManifestFile(
+        location, avro_file.size, spec_id, ManifestContent.DATA, 0, 0, snapshot_id, *counts
+    )
+
+
 class _SequenceNumbers:
-    """Resolves one sequence number column of a manifest per the spec's inheritance rules."""
+    """Fills in a null sequence number of one manifest per the spec's inheritance rules."""
 
     __slots__ = ("_avro_file", "_has_column", "_inherited", "_manifest")
 
@@ -496,9 +540,7 @@ class _SequenceNumbers:
         self._inherited = inherited
         self._manifest = manifest
 
-    def resolve(self, value: int | None, status: EntryStatus, data_file: DataFile) -> int | None:
-        if value is not None:
-            return value
+    def resolve(self, status: EntryStatus, file_path: str) -> int | None:
         if status is EntryStatus.ADDED:
             return self._inherited
         if self._manifest.sequence_number == 0:
@@ -508,15 +550,15 @@ class _SequenceNumbers:
             # file_sequence_number existed (Java < 1.2) leaves it unknown, as Java does.
             return None
         raise self._avro_file.error(
-            f"has a {status.name} entry for {data_file.file_path} without a sequence number"
+            f"has a {status.name} entry for {file_path} without a sequence number"
         )
 
 
 class _Layout:
-    """How to decode one manifest: its schema renamed by field id, and what to skip."""
+    """How to decode one manifest: its schema renamed by field id, and what to read."""
 
     def __init__(
-        self, avro_file: AvroFile, partition_ids: Sequence[int], include_metrics: bool
+        self, avro_file: AvroFile, spec: PartitionSpec | None, include_metrics: bool
     ) -> None:
         entry = rename_fields(
             avro_file, avro_file.schema, _ENTRY_NAMES, _ENTRY_REQUIRED, "manifest_entry"
@@ -526,29 +568,24 @@ class _Layout:
             avro_file, data_file, _DATA_FILE_NAMES, _DATA_FILE_REQUIRED, "data_file"
         )
         partition = _record(avro_file, field_type(data_file, "partition"), "partition")
+        self.partition_ids = partition_ids = _partition_ids(avro_file, spec)
         if not any(FIELD_ID in f for f in partition["fields"]):
             partition = _positional_ids(avro_file, partition, partition_ids)
-        self.partition_keys = [f"p{i}" for i in partition_ids]
-        names = dict(zip(partition_ids, self.partition_keys, strict=True))
+        keys = [f"p{i}" for i in partition_ids]
+        names = dict(zip(partition_ids, keys, strict=True))
         partition = rename_fields(avro_file, partition, names, partition_ids, "partition")
         data_file = with_field_type(data_file, "partition", partition)
-        writer = with_field_type(entry, "data_file", data_file)
+        self.writer = with_field_type(entry, "data_file", data_file)
         present = {f["name"] for f in entry["fields"]}
         self.has_sequence_number = "sequence_number" in present
         self.has_file_sequence_number = "file_sequence_number" in present
 
-        # Decode only what the models hold; skip unknown, deprecated and unwanted fields.
-        wanted = set(_DATA_FILE_NAMES.values())
-        if not include_metrics:
-            wanted -= _METRICS_NAMES
-        reader = project(writer, lambda f: f["name"] in _ENTRY_NAMES.values())
-        reader = with_field_type(
-            reader, "data_file", project(data_file, lambda f: f["name"] in wanted)
+        skip = () if include_metrics else _METRICS_NAMES
+        data_file_reader = select(data_file, _DATA_FILE_READ, skip=skip)
+        data_file_reader = with_field_type(data_file_reader, "partition", select(partition, keys))
+        self.reader = with_field_type(
+            select(self.writer, _ENTRY_READ), "data_file", data_file_reader
         )
-        try:
-            self.decoder = compile_decoder(writer, reader)
-        except (KeyError, TypeError, ValueError) as exc:
-            raise avro_file.error(f"has an unsupported Avro schema ({exc})") from None
 
 
 def _record(avro_file: AvroFile, avro_type: Any, name: str) -> dict[str, Any]:

@@ -1,17 +1,13 @@
-"""The Avro container under manifests and manifest lists: decoding by field id, and writing.
+"""The Avro container under manifests and manifest lists: reading by field id, and writing.
 
-Reading uses a small Avro decoder of its own instead of fastavro's record reader. Planning
-reads every entry of every manifest, and fastavro interprets the schema for each value
-(and resolves reader schemas per value): about 40 µs per manifest entry, slower than
-PyIceberg. Here a schema is compiled once into closures, fields a caller does not want are
-skipped without building objects (runs of varints in one regex match), and values come out
-in icecore's in-memory form directly: dates and timestamps as ints, Iceberg maps (arrays of
-key/value records) as dicts, UUIDs and decimals as `uuid.UUID` and `Decimal`.
+Reading parses the container (header, blocks, codecs) here and decodes records with
+`icecore.avro_decoder`, which is several times faster than fastavro's record reader on
+manifests; writing, which is not on a hot path, goes through fastavro.
 
 Columns are resolved by field id, never by name (spec Appendix A): names differ between
 writers (old Java manifest lists say `added_data_files_count`; partition names get
-sanitized), so schemas are first rewritten to our names by id (`rename_fields`).
-Writing, which is not on a hot path, goes through fastavro.
+sanitized), so a file's schema is first rewritten to our names by id (`rename_fields`),
+and the reader schema (`select`) lists the fields we want, in the order we want them.
 """
 
 from __future__ import annotations
@@ -20,17 +16,14 @@ import bz2
 import io as _io
 import json
 import lzma
-import re
 import struct
-import uuid
 import zlib
-from collections.abc import Callable, Iterable, Iterator, Mapping
-from decimal import Decimal
-from functools import cache
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 import fastavro
 
+from icecore.avro_decoder import Decoder, compile_decoder, read_bytes, read_long
 from icecore.avro_schema import FIELD_ID
 from icecore.errors import FileError, ManifestError
 
@@ -38,15 +31,13 @@ if TYPE_CHECKING:
     from icecore.io import FileIO
 
 AvroSchema = dict[str, Any]
-Decoder = Callable[[bytes, int], tuple[Any, int]]
-Skipper = Callable[[bytes, int], int]
 
 _MAGIC = b"Obj\x01"
+_DECODERS: dict[Hashable, Decoder] = {}
+_MAX_DECODERS = 256
 _SYNC_SIZE = 16
-_FLOAT = struct.Struct("<f")
-_DOUBLE = struct.Struct("<d")
 _DECOMPRESS: dict[str, Callable[[bytes], bytes]] = {
-    "null": bytes,
+    "null": lambda block: block,
     "deflate": lambda block: zlib.decompress(block, -15),
     "bzip2": bz2.decompress,
     "xz": lzma.decompress,
@@ -71,24 +62,49 @@ class AvroFile:
             meta, pos = _read_metadata(self._data, 4)
             self.metadata = {k: v.decode("utf-8") for k, v in meta.items()}
             self.schema: AvroSchema = json.loads(self.metadata["avro.schema"])
-        except (IndexError, KeyError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        except (IndexError, KeyError, ValueError) as exc:  # ValueError: bad UTF-8, JSON, sizes
             raise self.error(f"has no readable Avro header ({type(exc).__name__}: {exc})") from None
         self._sync = self._data[pos : pos + _SYNC_SIZE]
         self._blocks_at = pos + _SYNC_SIZE
+        if len(self._sync) != _SYNC_SIZE:
+            raise self.error("is truncated in its header")
         if not isinstance(self.schema, dict) or self.schema.get("type") != "record":
             raise self.error("Avro schema is not a record")
+
+    @property
+    def size(self) -> int:
+        return len(self._data)
 
     def error(self, problem: str) -> ManifestError:
         return ManifestError(self.location, f"{self.kind} {problem}")
 
+    def decoder(self, key: Hashable, writer: AvroSchema, reader: AvroSchema) -> Decoder:
+        """The decoder of `writer` shaped by `reader` (see `compile_decoder`), compiled once
+        per `key`: tables have thousands of manifests written with a handful of schemas,
+        and compiling costs a millisecond or two."""
+        decode = _DECODERS.get(key)
+        if decode is None:
+            try:
+                decode = compile_decoder(writer, reader)
+            except (KeyError, TypeError, ValueError) as exc:
+                raise self.error(f"has an unsupported Avro schema ({exc})") from None
+            if len(_DECODERS) >= _MAX_DECODERS:
+                _DECODERS.clear()
+            _DECODERS[key] = decode
+        return decode
+
     def records(self, decode: Decoder) -> Iterator[Any]:
-        """Every record of the file, decoded by `decode` (see `compile_decoder`)."""
+        """Every record, decoded by `decode` (see `decoder`)."""
         try:
             for count, block in self._blocks():
                 pos = 0
                 for _ in range(count):
                     value, pos = decode(block, pos)
                     yield value
+                if pos != len(block):
+                    raise ValueError(
+                        f"a block of {count} records has {len(block) - pos} bytes left"
+                    )
         except (IndexError, ValueError, struct.error, zlib.error, OSError) as exc:
             raise self.error(f"is corrupt ({type(exc).__name__}: {exc})") from None
 
@@ -100,16 +116,15 @@ class AvroFile:
             for block in fastavro.block_reader(_io.BytesIO(self._data)):
                 yield block.num_records, block.bytes_.getvalue()
             return
-        data, pos, end = self._data, self._blocks_at, len(self._data)
+        data, pos, end, sync = self._data, self._blocks_at, len(self._data), self._sync
         while pos < end:
             count, pos = read_long(data, pos)
             size, pos = read_long(data, pos)
-            block = data[pos : pos + size]
-            pos += size
-            if len(block) != size or data[pos : pos + _SYNC_SIZE] != self._sync:
-                raise self.error("is truncated or corrupt (block sync marker mismatch)")
-            pos += _SYNC_SIZE
-            yield count, decompress(block)
+            block_end = pos + size
+            if block_end > end or data[block_end : block_end + _SYNC_SIZE] != sync:
+                raise ValueError("block sync marker mismatch (truncated or corrupt file)")
+            yield count, decompress(data[pos:block_end])
+            pos = block_end + _SYNC_SIZE
 
 
 def _read_metadata(data: bytes, pos: int) -> tuple[dict[str, bytes], int]:
@@ -122,8 +137,8 @@ def _read_metadata(data: bytes, pos: int) -> tuple[dict[str, bytes], int]:
             count = -count
             _, pos = read_long(data, pos)
         for _ in range(count):
-            key, pos = _read_bytes(data, pos)
-            meta[key.decode("utf-8")], pos = _read_bytes(data, pos)
+            key, pos = read_bytes(data, pos)
+            meta[key.decode("utf-8")], pos = read_bytes(data, pos)
 
 
 def write_avro(
@@ -175,17 +190,20 @@ def rename_fields(
     """A copy of `record` whose fields known by field id are named as in `names`.
 
     Fields of `required` ids must be present, or the file is not what its role says it is.
-    Unknown fields keep their names; a reader schema leaves them out to skip them.
+    Other fields get names no reader asks for, so they are skipped: a stray field that
+    happens to be called `file_path` must not be read as the real one.
     """
     fields = []
     seen = set()
-    for f in record.get("fields", ()):
+    for i, f in enumerate(record.get("fields", ())):
         field_id = f.get(FIELD_ID)
-        if field_id in names:
-            seen.add(field_id)
-            fields.append({**f, "name": names[field_id]})
-        else:
-            fields.append(f)
+        if not isinstance(field_id, int) or field_id not in names:
+            fields.append({**f, "name": f"__unknown_{i}"})
+            continue
+        if field_id in seen:
+            raise avro_file.error(f"has field id {field_id} twice in {where}")
+        seen.add(field_id)
+        fields.append({**f, "name": names[field_id]})
     for field_id in required:
         if field_id not in seen:
             raise avro_file.error(f"lacks required field {field_id} {names[field_id]} in {where}")
@@ -206,447 +224,17 @@ def with_field_type(record: AvroSchema, name: str, new_type: Any) -> AvroSchema:
     return {**record, "fields": fields}
 
 
-def project(record: AvroSchema, keep: Callable[[dict[str, Any]], bool]) -> AvroSchema:
-    """A copy of `record` with only the fields `keep` accepts: a reader schema."""
-    return {**record, "fields": [f for f in record["fields"] if keep(f)]}
+def select(record: AvroSchema, names: Iterable[str], *, skip: Iterable[str] = ()) -> AvroSchema:
+    """A reader schema: the fields `names` of `record`, in that order.
 
-
-# Decoding -----------------------------------------------------------------------------------
-
-
-def read_long(buf: bytes, pos: int) -> tuple[int, int]:
-    """A zig-zag varint (Avro int and long); most are one byte, so that path comes first."""
-    b = buf[pos]
-    if b < 0x80:
-        return (b >> 1) ^ -(b & 1), pos + 1
-    n = b & 0x7F
-    shift = 7
-    while True:
-        pos += 1
-        b = buf[pos]
-        n |= (b & 0x7F) << shift
-        if b < 0x80:
-            return (n >> 1) ^ -(n & 1), pos + 1
-        shift += 7
-
-
-def _read_bytes(buf: bytes, pos: int) -> tuple[bytes, int]:
-    n, pos = read_long(buf, pos)
-    end = pos + n
-    if n < 0 or end > len(buf):
-        raise ValueError(f"bytes of length {n} run past the end of the block")
-    return buf[pos:end], end
-
-
-def _read_string(buf: bytes, pos: int) -> tuple[str, int]:
-    data, pos = _read_bytes(buf, pos)
-    return data.decode("utf-8"), pos
-
-
-def _read_boolean(buf: bytes, pos: int) -> tuple[bool, int]:
-    return buf[pos] != 0, pos + 1
-
-
-def _read_float(buf: bytes, pos: int) -> tuple[float, int]:
-    return _FLOAT.unpack_from(buf, pos)[0], pos + 4
-
-
-def _read_double(buf: bytes, pos: int) -> tuple[float, int]:
-    return _DOUBLE.unpack_from(buf, pos)[0], pos + 8
-
-
-def _read_null(buf: bytes, pos: int) -> tuple[None, int]:
-    return None, pos
-
-
-def _skip_long(buf: bytes, pos: int) -> int:
-    while buf[pos] & 0x80:
-        pos += 1
-    return pos + 1
-
-
-def _skip_bytes(buf: bytes, pos: int) -> int:
-    n, pos = read_long(buf, pos)
-    return pos + n
-
-
-@cache
-def _varint_run(count: int) -> re.Pattern[bytes]:
-    """Matches `count` consecutive varints: skipping an int->long map is one C-level match."""
-    return re.compile(rb"(?:[\x80-\xff]*[\x00-\x7f]){%d}" % count)
-
-
-def _read_decimal(scale: int, raw: Decoder) -> Decoder:
-    def read(buf: bytes, pos: int) -> tuple[Decimal, int]:
-        data, pos = raw(buf, pos)
-        return Decimal(f"{int.from_bytes(data, 'big', signed=True)}E-{scale}"), pos
-
-    return read
-
-
-def _fixed(size: int) -> Decoder:
-    def read(buf: bytes, pos: int) -> tuple[bytes, int]:
-        end = pos + size
-        if end > len(buf):
-            raise ValueError("fixed value runs past the end of the block")
-        return buf[pos:end], end
-
-    return read
-
-
-_PRIMITIVE_DECODERS: dict[str, Decoder] = {
-    "null": _read_null,
-    "boolean": _read_boolean,
-    "int": read_long,
-    "long": read_long,
-    "float": _read_float,
-    "double": _read_double,
-    "bytes": _read_bytes,
-    "string": _read_string,
-}
-_FIXED_WIDTH = {"null": 0, "boolean": 1, "float": 4, "double": 8}
-
-
-def compile_decoder(writer: AvroSchema, reader: AvroSchema | None = None) -> Decoder:
-    """A decoder for records written with `writer`, keeping only the fields of `reader`.
-
-    `reader` must be `writer` with record fields removed (see `project`); removed fields
-    are skipped. Dates, times and timestamps decode as ints (icecore's representation),
-    `uuid` as `uuid.UUID`, `decimal` as `Decimal`, Iceberg's int-keyed maps as dicts.
+    Names in `skip`, and names `record` lacks (fields an older format version did not
+    have), get the type "null": the decoder skips such fields and reads them as None.
+    Fields of `record` not named are skipped too.
     """
-    return _Compiler().decoder(writer, writer if reader is None else reader)
-
-
-class _Compiler:
-    """Turns an Avro schema into nested closures, resolving named types in order."""
-
-    def __init__(self) -> None:
-        self._writer_names: dict[str, Any] = {}
-        self._reader_names: dict[str, Any] = {}
-
-    def decoder(self, writer: Any, reader: Any) -> Decoder:
-        writer = self._named(writer, self._writer_names)
-        reader = self._named(reader, self._reader_names)
-        if isinstance(writer, list):
-            return self._union(
-                [self.decoder(w, r) for w, r in zip(writer, reader, strict=True)], writer
-            )
-        kind = writer if isinstance(writer, str) else writer["type"]
-        logical = None if isinstance(writer, str) else writer.get("logicalType")
-        if kind == "record":
-            return self._record(writer, reader)
-        if kind == "array":
-            if logical == "map" or _is_key_value(writer["items"]):
-                items = self._named(writer["items"], self._writer_names)
-                keys = self.decoder(items["fields"][0]["type"], items["fields"][0]["type"])
-                values = self.decoder(items["fields"][1]["type"], items["fields"][1]["type"])
-                return _map_of(keys, values)
-            return _array_of(self.decoder(writer["items"], reader["items"]))
-        if kind == "map":
-            return _map_of(_read_string, self.decoder(writer["values"], reader["values"]))
-        if kind == "enum":
-            symbols = writer["symbols"]
-            return lambda buf, pos: _enum(symbols, buf, pos)
-        if kind == "fixed":
-            read = _fixed(writer["size"])
-        elif kind in _PRIMITIVE_DECODERS:
-            read = _PRIMITIVE_DECODERS[kind]
-        else:
-            raise ValueError(f"unknown Avro type {writer!r}")
-        if logical == "decimal":
-            return _read_decimal(int(writer.get("scale", 0)), read)
-        if logical == "uuid":
-            return _as_uuid(read, from_string=kind == "string")
-        return read
-
-    def skipper(self, writer: Any) -> Skipper:
-        writer = self._named(writer, self._writer_names)
-        if isinstance(writer, list):
-            return _skip_union([self.skipper(w) for w in writer], writer)
-        kind = writer if isinstance(writer, str) else writer["type"]
-        if kind in ("int", "long", "enum"):
-            return _skip_long
-        if kind in ("bytes", "string"):
-            return _skip_bytes
-        if kind in _FIXED_WIDTH or kind == "fixed":
-            width = writer["size"] if kind == "fixed" else _FIXED_WIDTH[kind]
-            return lambda buf, pos: pos + width
-        if kind == "record":
-            steps = [self.skipper(f["type"]) for f in writer["fields"]]
-
-            def skip_record(buf: bytes, pos: int) -> int:
-                for step in steps:
-                    pos = step(buf, pos)
-                return pos
-
-            return skip_record
-        if kind == "array":
-            return _skip_blocks(self._skip_items(writer["items"]))
-        if kind == "map":
-            values = self.skipper(writer["values"])
-            return _skip_blocks(_each(lambda buf, pos: values(buf, _skip_bytes(buf, pos))))
-        raise ValueError(f"unknown Avro type {writer!r}")
-
-    def _record(self, writer: AvroSchema, reader: AvroSchema) -> Decoder:
-        wanted = {f["name"]: f["type"] for f in reader["fields"]}
-        steps: list[tuple[str | None, Any]] = []
-        for f in writer["fields"]:
-            name = f["name"]
-            if name in wanted:
-                steps.append((name, self.decoder(f["type"], wanted[name])))
-            elif steps and steps[-1][0] is None:  # one step for a run of skipped fields
-                steps[-1] = (None, _skip_both(steps[-1][1], self.skipper(f["type"])))
-            else:
-                steps.append((None, self.skipper(f["type"])))
-
-        def read_record(buf: bytes, pos: int) -> tuple[dict[str, Any], int]:
-            out = {}
-            for name, step in steps:
-                if name is None:
-                    pos = step(buf, pos)
-                else:
-                    out[name], pos = step(buf, pos)
-            return out, pos
-
-        return read_record
-
-    def _union(self, branches: list[Decoder], writer: list[Any]) -> Decoder:
-        if len(writer) == 2 and "null" in writer:
-            value = branches[1 - writer.index("null")]
-            null_byte = writer.index("null") * 2  # the zig-zag encoding of its branch index
-
-            if value is read_long:
-
-                def read_optional_long(buf: bytes, pos: int) -> tuple[int | None, int]:
-                    b = buf[pos]
-                    if b == null_byte:
-                        return None, pos + 1
-                    b = buf[pos + 1]
-                    if b < 0x80:
-                        return (b >> 1) ^ -(b & 1), pos + 2
-                    return read_long(buf, pos + 1)
-
-                return read_optional_long
-
-            def read_optional(buf: bytes, pos: int) -> tuple[Any, int]:
-                if buf[pos] == null_byte:
-                    return None, pos + 1
-                return value(buf, pos + 1)
-
-            return read_optional
-
-        def read_union(buf: bytes, pos: int) -> tuple[Any, int]:
-            index, pos = read_long(buf, pos)
-            return branches[index](buf, pos)
-
-        return read_union
-
-    def _skip_items(self, items: Any) -> _ItemsSkipper:
-        """Skips `count` array items; the shapes of Iceberg's metrics maps get fast paths."""
-        items = self._named(items, self._writer_names)
-        if items in ("int", "long"):
-            return _varint_items(1)
-        if isinstance(items, dict) and items.get("type") == "record":
-            shape = [self._named(f["type"], self._writer_names) for f in items["fields"]]
-            if all(t in ("int", "long") for t in shape):
-                return _varint_items(len(shape))  # counts: int -> long
-            if len(shape) == 2 and shape[0] in ("int", "long") and shape[1] in ("bytes", "string"):
-                return _skip_varint_bytes_items  # bounds: int -> binary
-        return _each(self.skipper(items))
-
-    def _named(self, schema: Any, names: dict[str, Any]) -> Any:
-        """Register a named type on definition; resolve a reference to its definition."""
-        if isinstance(schema, str):
-            return names.get(schema, schema)
-        if isinstance(schema, dict) and schema.get("type") in ("record", "fixed", "enum"):
-            name = schema["name"]
-            names[name] = schema
-            if "namespace" in schema and "." not in name:
-                names[f"{schema['namespace']}.{name}"] = schema
-        return schema
-
-
-def _is_key_value(items: Any) -> bool:
-    return (
-        isinstance(items, dict)
-        and items.get("type") == "record"
-        and [f["name"] for f in items.get("fields", ())] == ["key", "value"]
-    )
-
-
-_ItemsSkipper = Callable[[bytes, int, int], int]
-
-
-def _skip_both(first: Skipper, second: Skipper) -> Skipper:
-    return lambda buf, pos: second(buf, first(buf, pos))
-
-
-def _skip_union(branches: list[Skipper], writer: list[Any]) -> Skipper:
-    if len(writer) == 2 and "null" in writer:
-        value = branches[1 - writer.index("null")]
-        null_byte = writer.index("null") * 2  # the zig-zag encoding of its branch index
-
-        def skip_optional(buf: bytes, pos: int) -> int:
-            return pos + 1 if buf[pos] == null_byte else value(buf, pos + 1)
-
-        return skip_optional
-
-    def skip_union(buf: bytes, pos: int) -> int:
-        index, pos = read_long(buf, pos)
-        return branches[index](buf, pos)
-
-    return skip_union
-
-
-def _varint_items(per_item: int) -> _ItemsSkipper:
-    def skip(buf: bytes, pos: int, count: int) -> int:
-        match = _varint_run(count * per_item).match(buf, pos)
-        if match is None:
-            raise ValueError("varints run past the end of the block")
-        return match.end()
-
-    return skip
-
-
-def _skip_varint_bytes_items(buf: bytes, pos: int, count: int) -> int:
-    for _ in range(count):
-        while buf[pos] & 0x80:
-            pos += 1
-        b = buf[pos + 1]
-        if b < 0x80:  # a one-byte length, as bounds nearly always have
-            pos += 2 + (b >> 1)
-        else:
-            n, pos = read_long(buf, pos + 1)
-            pos += n
-    return pos
-
-
-def _each(item: Skipper) -> _ItemsSkipper:
-    def skip(buf: bytes, pos: int, count: int) -> int:
-        for _ in range(count):
-            pos = item(buf, pos)
-        return pos
-
-    return skip
-
-
-def _skip_blocks(skip_items: _ItemsSkipper) -> Skipper:
-    def skip(buf: bytes, pos: int) -> int:
-        while True:
-            b = buf[pos]
-            if b == 0:
-                return pos + 1
-            if b < 0x80 and not b & 1:  # a small positive item count, the usual case
-                pos = skip_items(buf, pos + 1, b >> 1)
-                continue
-            count, pos = read_long(buf, pos)
-            if count < 0:  # the writer gave the block's byte size: jump over it
-                size, pos = read_long(buf, pos)
-                pos += size
-            else:
-                pos = skip_items(buf, pos, count)
-
-    return skip
-
-
-def _array_of(item: Decoder) -> Decoder:
-    def read_array(buf: bytes, pos: int) -> tuple[list[Any], int]:
-        out = []
-        while True:
-            count, pos = read_long(buf, pos)
-            if count == 0:
-                return out, pos
-            if count < 0:
-                count = -count
-                _, pos = read_long(buf, pos)
-            for _ in range(count):
-                value, pos = item(buf, pos)
-                out.append(value)
-
-    return read_array
-
-
-def _map_of(key: Decoder, value: Decoder) -> Decoder:
-    if key is read_long and value is read_long:
-        return _read_long_long_map
-    if key is read_long and value is _read_bytes:
-        return _read_long_bytes_map
-
-    def read_map(buf: bytes, pos: int) -> tuple[dict[Any, Any], int]:
-        out = {}
-        while True:
-            count, pos = read_long(buf, pos)
-            if count == 0:
-                return out, pos
-            if count < 0:
-                count = -count
-                _, pos = read_long(buf, pos)
-            for _ in range(count):
-                k, pos = key(buf, pos)
-                out[k], pos = value(buf, pos)
-
-    return read_map
-
-
-def _read_long_long_map(buf: bytes, pos: int) -> tuple[dict[int, int], int]:
-    """Iceberg's column counts (id -> count), with one-byte varints decoded inline."""
-    out = {}
-    while True:
-        count, pos = read_long(buf, pos)
-        if count == 0:
-            return out, pos
-        if count < 0:
-            count = -count
-            _, pos = read_long(buf, pos)
-        for _ in range(count):
-            b = buf[pos]
-            if b < 0x80:
-                k = (b >> 1) ^ -(b & 1)
-                pos += 1
-            else:
-                k, pos = read_long(buf, pos)
-            b = buf[pos]
-            if b < 0x80:
-                out[k] = (b >> 1) ^ -(b & 1)
-                pos += 1
-            else:
-                out[k], pos = read_long(buf, pos)
-
-
-def _read_long_bytes_map(buf: bytes, pos: int) -> tuple[dict[int, bytes], int]:
-    """Iceberg's column bounds (id -> serialized value), with short lengths inline."""
-    out = {}
-    while True:
-        count, pos = read_long(buf, pos)
-        if count == 0:
-            return out, pos
-        if count < 0:
-            count = -count
-            _, pos = read_long(buf, pos)
-        for _ in range(count):
-            b = buf[pos]
-            if b < 0x80:
-                k = (b >> 1) ^ -(b & 1)
-                pos += 1
-            else:
-                k, pos = read_long(buf, pos)
-            b = buf[pos]
-            if b < 0x80 and not b & 1:
-                end = pos + 1 + (b >> 1)
-                out[k] = buf[pos + 1 : end]
-                pos = end
-            else:
-                out[k], pos = _read_bytes(buf, pos)
-
-
-def _enum(symbols: list[str], buf: bytes, pos: int) -> tuple[str, int]:
-    index, pos = read_long(buf, pos)
-    return symbols[index], pos
-
-
-def _as_uuid(read: Decoder, from_string: bool) -> Decoder:
-    def read_uuid(buf: bytes, pos: int) -> tuple[uuid.UUID, int]:
-        raw, pos = read(buf, pos)
-        return (uuid.UUID(raw) if from_string else uuid.UUID(bytes=raw)), pos
-
-    return read_uuid
+    by_name = {f["name"]: f for f in record["fields"]}
+    skipped = frozenset(skip)
+    fields = [
+        by_name[name] if name in by_name and name not in skipped else {"name": name, "type": "null"}
+        for name in names
+    ]
+    return {**record, "fields": fields}

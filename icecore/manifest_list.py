@@ -8,7 +8,7 @@ per commit attempt, fills them in. A retried commit rewrites only the list.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from enum import IntEnum
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
@@ -17,11 +17,11 @@ from icecore.avro_schema import MANIFEST_FILE, manifest_list_avro_schema
 from icecore.errors import ValidationError
 from icecore.manifest_io import (
     AvroFile,
-    compile_decoder,
     field_type,
     non_null,
     rename_fields,
     replace_non_null,
+    select,
     with_field_type,
     write_avro,
 )
@@ -220,6 +220,9 @@ _NAMES = {f.field_id: f.name for f in MANIFEST_FILE.fields}
 _SUMMARY_NAMES = {509: "contains_null", 518: "contains_nan", 510: "lower_bound", 511: "upper_bound"}
 # Required in v1 and v2; the v2-only fields (content, sequence numbers) default as v1 says.
 _REQUIRED = (500, 501, 502, 503)
+# Decoded tuples come in the order of the models' fields.
+_MANIFEST_READ = tuple(f.name for f in fields(ManifestFile))
+_SUMMARY_READ = tuple(f.name for f in fields(PartitionFieldSummary))
 
 
 def read_manifest_list(io: FileIO, location: str) -> list[ManifestFile]:
@@ -228,57 +231,49 @@ def read_manifest_list(io: FileIO, location: str) -> list[ManifestFile]:
     v1 lists have no sequence numbers or content: they read as 0 and DATA (spec Appendix E).
     """
     avro_file = AvroFile(io, location, "manifest list")
-    schema = rename_fields(avro_file, avro_file.schema, _NAMES, _REQUIRED, "manifest_file")
-    if any(f["name"] == "partitions" for f in schema["fields"]):
-        array = field_type(schema, "partitions")
+    try:
+        writer, reader = _schemas(avro_file)
+    except (KeyError, TypeError, AttributeError, StopIteration) as exc:
+        raise avro_file.error(
+            f"has a malformed Avro schema ({type(exc).__name__}: {exc})"
+        ) from None
+    key = ("manifest list", avro_file.metadata["avro.schema"])
+    decode = avro_file.decoder(key, writer, reader)
+    return [_manifest(avro_file, r) for r in avro_file.records(decode)]
+
+
+def _schemas(avro_file: AvroFile) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The file's schema renamed by field id, and the reader schema of our models."""
+    writer = rename_fields(avro_file, avro_file.schema, _NAMES, _REQUIRED, "manifest_file")
+    reader = select(writer, _MANIFEST_READ)
+    if any(f["name"] == "partitions" for f in writer["fields"]):
+        array = field_type(writer, "partitions")
         if not isinstance(array, dict) or array.get("type") != "array":
             raise avro_file.error("field 507 partitions is not a list")
-        element = _summary_schema(avro_file, non_null(array["items"]))
-        items = replace_non_null(array["items"], element)
-        schema = with_field_type(schema, "partitions", {**array, "items": items})
-    try:
-        decoder = compile_decoder(schema)
-    except (KeyError, TypeError, ValueError) as exc:
-        raise avro_file.error(f"has an unsupported Avro schema ({exc})") from None
-    return [_manifest(avro_file, r) for r in avro_file.records(decoder)]
+        summary = non_null(array["items"])
+        if not isinstance(summary, dict) or summary.get("type") != "record":
+            raise avro_file.error("field 508 of partitions is not a field_summary struct")
+        summary = rename_fields(avro_file, summary, _SUMMARY_NAMES, (509,), "field_summary")
+        items = replace_non_null(array["items"], summary)
+        writer = with_field_type(writer, "partitions", {**array, "items": items})
+        items = replace_non_null(array["items"], select(summary, _SUMMARY_READ))
+        reader = with_field_type(reader, "partitions", {**array, "items": items})
+    return writer, reader
 
 
-def _summary_schema(avro_file: AvroFile, record: Any) -> dict[str, Any]:
-    if not isinstance(record, dict) or record.get("type") != "record":
-        raise avro_file.error("field 508 of partitions is not a field_summary struct")
-    return rename_fields(avro_file, record, _SUMMARY_NAMES, (509,), "field_summary")
-
-
-def _manifest(avro_file: AvroFile, r: dict[str, Any]) -> ManifestFile:
-    partitions = r.get("partitions")
-    content = r.get("content")
-    try:
-        return ManifestFile(
-            manifest_path=r["manifest_path"],
-            manifest_length=r["manifest_length"],
-            partition_spec_id=r["partition_spec_id"],
-            content=ManifestContent(0 if content is None else content),
-            sequence_number=r.get("sequence_number") or 0,
-            min_sequence_number=r.get("min_sequence_number") or 0,
-            added_snapshot_id=r["added_snapshot_id"],
-            added_files_count=r.get("added_files_count"),
-            existing_files_count=r.get("existing_files_count"),
-            deleted_files_count=r.get("deleted_files_count"),
-            added_rows_count=r.get("added_rows_count"),
-            existing_rows_count=r.get("existing_rows_count"),
-            deleted_rows_count=r.get("deleted_rows_count"),
-            partitions=None
-            if partitions is None
-            else [
-                PartitionFieldSummary(
-                    s["contains_null"],
-                    s.get("contains_nan"),
-                    s.get("lower_bound"),
-                    s.get("upper_bound"),
-                )
-                for s in partitions
-            ],
-            key_metadata=r.get("key_metadata"),
-        )
-    except ValueError as exc:
-        raise avro_file.error(f"has an invalid manifest entry: {exc}") from None
+def _manifest(avro_file: AvroFile, r: tuple[Any, ...]) -> ManifestFile:
+    (path, length, spec_id, content, seq, min_seq, snapshot_id, *counts, partitions, key) = r
+    if content not in (None, 0, 1):
+        raise avro_file.error(f"lists {path} with unknown content {content}")
+    return ManifestFile(
+        path,
+        length,
+        spec_id,
+        ManifestContent(content or 0),
+        seq or 0,
+        min_seq or 0,
+        snapshot_id,
+        *counts,
+        partitions=None if partitions is None else [PartitionFieldSummary(*s) for s in partitions],
+        key_metadata=key,
+    )

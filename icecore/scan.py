@@ -22,7 +22,13 @@ from icecore.delete_index import DeleteFileIndex
 from icecore.errors import ValidationError
 from icecore.expressions import AlwaysTrue, BooleanExpression
 from icecore.io import FileIO
-from icecore.manifest import DataFile, FileContent, ManifestEntry, read_manifest
+from icecore.manifest import (
+    DataFile,
+    FileContent,
+    ManifestEntry,
+    manifest_file_from_path,
+    read_manifest,
+)
 from icecore.manifest_list import ManifestContent, ManifestFile, read_manifest_list
 from icecore.metadata import TableMetadata
 from icecore.projection import inclusive_projection
@@ -53,8 +59,6 @@ def snapshot_manifests(io: FileIO, snapshot: Snapshot) -> list[ManifestFile]:
     """The manifests of a snapshot, from its manifest list (or v1's inline manifest paths)."""
     if snapshot.manifest_list is not None:
         return read_manifest_list(io, snapshot.manifest_list)
-    from icecore.manifest import manifest_file_from_path  # noqa: PLC0415 - v1 only
-
     return [manifest_file_from_path(io, p, snapshot.snapshot_id) for p in snapshot.manifests or ()]
 
 

@@ -1,0 +1,4 @@
+"""Fixtures shared by every test module."""
+
+# `catalog` (a fresh SqlCatalog) and `backend` (sqlite, postgresql) for catalog-backed tests.
+from tests.support.catalogs import backend, catalog  # noqa: F401

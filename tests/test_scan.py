@@ -193,11 +193,6 @@ def test_deleted_entries_are_not_planned(example: WorkedExample) -> None:
     assert snapshot.summary.get("total-data-files") == "2"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="icecore/scan.py snapshot_manifests imports icecore.manifest.manifest_file_from_path, "
-    "which does not exist: v1 snapshots that list manifests inline cannot be planned",
-)
 def test_v1_snapshot_with_inline_manifests(example: WorkedExample, tmp_path: Path) -> None:
     """v1 snapshots may name their manifests in the metadata instead of a manifest list;
     everything in them has sequence number 0 (spec Appendix E)."""

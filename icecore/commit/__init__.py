@@ -1,0 +1,1 @@
+"""Table commits: every change is plan -> write files -> swap metadata -> retry with validation."""

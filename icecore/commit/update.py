@@ -1,0 +1,73 @@
+"""The commit loop every table change shares (Java's `PendingUpdate` + `SnapshotProducer.commit`).
+
+An update turns a base TableMetadata into a new one (`_apply`) and the catalog swaps the
+table's metadata pointer only if nobody else moved it meanwhile. On a lost swap the table is
+refreshed and the update re-applied to the new base: `_apply` re-validates against whatever
+was committed in between and raises `CommitConflictError` when the rules forbid going on.
+Files an update wrote but did not end up in the committed metadata are deleted by
+`_cleanup`, except when the catalog cannot tell whether the swap happened.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from abc import ABC, abstractmethod
+from typing import TYPE_CHECKING
+
+from icecore.errors import CommitFailedError, CommitStateUnknownError
+from icecore.metadata import TableMetadata
+
+if TYPE_CHECKING:
+    from icecore.table import Table
+
+NUM_RETRIES = ("commit.retry.num-retries", 4)
+MIN_WAIT_MS = ("commit.retry.min-wait-ms", 100)
+MAX_WAIT_MS = ("commit.retry.max-wait-ms", 60_000)
+TOTAL_TIMEOUT_MS = ("commit.retry.total-timeout-ms", 1_800_000)
+
+
+class TableUpdate(ABC):
+    """One change to one table, committed with `commit()`."""
+
+    def __init__(self, table: Table) -> None:
+        self.table = table
+        self.attempts = 0
+
+    @abstractmethod
+    def _apply(self, base: TableMetadata) -> TableMetadata:
+        """The new metadata for `base`; may write files, must be safe to call again."""
+
+    def _cleanup(self, committed: TableMetadata | None) -> None:  # noqa: B027 - optional hook
+        """Delete files written by `_apply` that `committed` does not use (None: failure)."""
+
+    def apply(self) -> TableMetadata:
+        """The metadata this update would commit against the table's current state."""
+        return self._apply(self.table.metadata)
+
+    def commit(self) -> TableMetadata:
+        base = self.table.metadata
+        props = base.property_as_int
+        retries = props(*NUM_RETRIES)
+        min_wait, max_wait = props(*MIN_WAIT_MS), props(*MAX_WAIT_MS)
+        deadline = time.monotonic() + props(*TOTAL_TIMEOUT_MS) / 1000
+        try:
+            while True:
+                self.attempts += 1
+                updated = self._apply(base)
+                try:
+                    committed = self.table.commit_metadata(base, updated)
+                    break
+                except CommitFailedError:
+                    if self.attempts > retries or time.monotonic() > deadline:
+                        raise
+                    wait_ms = min(max_wait, min_wait * 2 ** (self.attempts - 1))
+                    time.sleep(wait_ms * random.uniform(0.5, 1.0) / 1000)
+                    base = self.table.refresh().metadata
+        except CommitStateUnknownError:
+            raise
+        except Exception:
+            self._cleanup(None)
+            raise
+        self._cleanup(committed)
+        return committed

@@ -1,0 +1,261 @@
+"""Pure transitions from one TableMetadata to the next (Java's `TableMetadata.Builder`).
+
+Every commit, snapshot-producing or not, is `base -> builder -> new metadata`; nothing here
+touches storage. Keeping the transitions pure is what makes a retry safe: after a lost
+compare-and-swap the same update is simply re-applied to the refreshed base.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterable, Mapping
+from dataclasses import replace
+from typing import Any
+
+from icecore.errors import ValidationError
+from icecore.metadata import TableMetadata
+from icecore.partitioning import PARTITION_FIELD_ID_START, UNPARTITIONED, PartitionSpec
+from icecore.refs import MAIN_BRANCH, SnapshotRef, SnapshotRefType
+from icecore.schema import Schema
+from icecore.snapshots import MetadataLogEntry, Snapshot, SnapshotLogEntry
+from icecore.sorting import UNSORTED, SortOrder
+
+PREVIOUS_VERSIONS_MAX = "write.metadata.previous-versions-max"
+PREVIOUS_VERSIONS_MAX_DEFAULT = 100
+# Placeholder timestamp of a snapshot-log entry that takes the new metadata's own timestamp.
+_AT_BUILD = -1
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def new_table_metadata(
+    schema: Schema,
+    location: str,
+    *,
+    spec: PartitionSpec = UNPARTITIONED,
+    sort_order: SortOrder = UNSORTED,
+    properties: Mapping[str, str] | None = None,
+    table_uuid: str | None = None,
+) -> TableMetadata:
+    """Metadata of a new, empty v2 table; the schema's, spec's and order's ids are kept."""
+    spec.validate(schema)
+    schema = replace(schema, schema_id=0)
+    spec = replace(spec, spec_id=0)
+    return TableMetadata(
+        format_version=2,
+        table_uuid=table_uuid or str(uuid.uuid4()),
+        location=location.rstrip("/"),
+        last_sequence_number=0,
+        last_updated_ms=now_ms(),
+        last_column_id=schema.highest_field_id,
+        schemas=(schema,),
+        current_schema_id=0,
+        partition_specs=(spec,),
+        default_spec_id=0,
+        last_partition_id=max(spec.last_assigned_field_id, PARTITION_FIELD_ID_START - 1),
+        sort_orders=(sort_order,) if sort_order.is_unsorted else (UNSORTED, sort_order),
+        default_sort_order_id=sort_order.order_id,
+        properties=dict(properties or {}),
+    )
+
+
+class MetadataBuilder:
+    """Accumulates changes to `base`; `build()` returns the new metadata.
+
+    The metadata-log gets `base.metadata_location` on build (when it has one), trimmed to
+    `write.metadata.previous-versions-max`; `dropped_metadata_log` then lists what fell off,
+    for the catalog to delete when `write.metadata.delete-after-commit.enabled` is set.
+    """
+
+    def __init__(self, base: TableMetadata) -> None:
+        self.base = base
+        self._changes: dict[str, Any] = {}
+        self._snapshots = list(base.snapshots)
+        self._refs = dict(base.refs)
+        self._snapshot_log = list(base.snapshot_log)
+        self._last_sequence_number = base.last_sequence_number
+        self._current_snapshot_id = base.current_snapshot_id
+        self._properties = dict(base.properties)
+        self._schemas = list(base.schemas)
+        self._specs = list(base.partition_specs)
+        self._orders = list(base.sort_orders)
+        self._extra = dict(base.extra)
+        self.dropped_metadata_log: list[MetadataLogEntry] = []
+
+    # Snapshots and refs -------------------------------------------------------------------
+
+    def add_snapshot(self, snapshot: Snapshot) -> MetadataBuilder:
+        if any(s.snapshot_id == snapshot.snapshot_id for s in self._snapshots):
+            raise ValidationError(f"snapshot id {snapshot.snapshot_id} already exists")
+        if snapshot.sequence_number <= self._last_sequence_number:
+            raise ValidationError(
+                f"snapshot {snapshot.snapshot_id} has sequence number {snapshot.sequence_number}, "
+                f"not above the table's last sequence number {self._last_sequence_number}"
+            )
+        self._snapshots.append(snapshot)
+        self._last_sequence_number = max(self._last_sequence_number, snapshot.sequence_number)
+        return self
+
+    def set_branch_snapshot(self, branch: str, snapshot_id: int) -> MetadataBuilder:
+        """Point `branch` at a snapshot, keeping the branch's retention settings."""
+        ref = self._refs.get(branch)
+        if ref is not None and not ref.is_branch:
+            raise ValidationError(f"{branch!r} is a tag, not a branch: tags cannot be committed to")
+        if ref is None:
+            ref = SnapshotRef(snapshot_id, SnapshotRefType.BRANCH)
+        return self.set_ref(branch, replace(ref, snapshot_id=snapshot_id))
+
+    def set_ref(self, name: str, ref: SnapshotRef) -> MetadataBuilder:
+        snapshot = self._snapshot(ref.snapshot_id)
+        if name == MAIN_BRANCH and not ref.is_branch:
+            raise ValidationError("'main' must be a branch")
+        self._refs[name] = ref
+        if name == MAIN_BRANCH and self._current_snapshot_id != ref.snapshot_id:
+            self._current_snapshot_id = ref.snapshot_id
+            if any(s.snapshot_id == ref.snapshot_id for s in self.base.snapshots):
+                # An existing snapshot (rollback, fast-forward) becomes current now, not when it
+                # was written: time travel reads the log, and an older timestamp would claim it
+                # was current while the previous head still was. Java logs the commit time too.
+                timestamp = _AT_BUILD
+            else:
+                timestamp = max(snapshot.timestamp_ms, self.base.last_updated_ms)
+            self._snapshot_log.append(SnapshotLogEntry(timestamp, ref.snapshot_id))
+        return self
+
+    def remove_ref(self, name: str) -> MetadataBuilder:
+        if name not in self._refs:
+            raise ValidationError(f"no branch or tag named {name!r}")
+        del self._refs[name]
+        if name == MAIN_BRANCH:
+            self._current_snapshot_id = None
+        return self
+
+    def remove_snapshots(self, snapshot_ids: Iterable[int]) -> MetadataBuilder:
+        """Drop snapshots, refs pointing at them, their snapshot-log entries and statistics."""
+        gone = set(snapshot_ids)
+        self._snapshots = [s for s in self._snapshots if s.snapshot_id not in gone]
+        for name in [n for n, r in self._refs.items() if r.snapshot_id in gone]:
+            self.remove_ref(name)
+        # Java keeps only the log suffix after the last removed entry, so the log never
+        # claims a history that can no longer be read back.
+        kept: list[SnapshotLogEntry] = []
+        for entry in self._snapshot_log:
+            if entry.snapshot_id in gone:
+                kept = []
+            else:
+                kept.append(entry)
+        self._snapshot_log = kept
+        for key in ("statistics", "partition-statistics"):
+            if isinstance(self._extra.get(key), list):
+                self._extra[key] = [s for s in self._extra[key] if s.get("snapshot-id") not in gone]
+        return self
+
+    # Schema, specs, orders, properties ----------------------------------------------------
+
+    def set_properties(self, updates: Mapping[str, str]) -> MetadataBuilder:
+        self._properties.update({str(k): str(v) for k, v in updates.items()})
+        return self
+
+    def remove_properties(self, keys: Iterable[str]) -> MetadataBuilder:
+        for key in keys:
+            self._properties.pop(key, None)
+        return self
+
+    def add_schema(self, schema: Schema, set_current: bool = True) -> int:
+        """Add a schema (reusing an identical one) and return its id."""
+        for existing in self._schemas:
+            if existing.fields == schema.fields and (
+                existing.identifier_field_ids == schema.identifier_field_ids
+            ):
+                new_id = existing.schema_id
+                break
+        else:
+            new_id = max(s.schema_id for s in self._schemas) + 1
+            self._schemas.append(replace(schema, schema_id=new_id))
+        if set_current:
+            self._changes["current_schema_id"] = new_id
+        return new_id
+
+    def add_partition_spec(self, spec: PartitionSpec, set_default: bool = True) -> int:
+        """Add a spec (reusing a compatible one with the same field ids) and return its id."""
+        schema = self._current_schema()
+        spec.validate(schema)
+        for existing in self._specs:
+            if existing.fields == spec.fields:
+                new_id = existing.spec_id
+                break
+        else:
+            new_id = max(s.spec_id for s in self._specs) + 1
+            self._specs.append(replace(spec, spec_id=new_id))
+        last = self._changes.get("last_partition_id", self.base.last_partition_id)
+        self._changes["last_partition_id"] = max(last, spec.last_assigned_field_id)
+        if set_default:
+            self._changes["default_spec_id"] = new_id
+        return new_id
+
+    def add_sort_order(self, order: SortOrder, set_default: bool = True) -> int:
+        for existing in self._orders:
+            if existing.fields == order.fields:
+                new_id = existing.order_id
+                break
+        else:
+            new_id = max(o.order_id for o in self._orders) + 1
+            self._orders.append(replace(order, order_id=new_id))
+        if set_default:
+            self._changes["default_sort_order_id"] = new_id
+        return new_id
+
+    def set_location(self, location: str) -> MetadataBuilder:
+        self._changes["location"] = location.rstrip("/")
+        return self
+
+    # Build --------------------------------------------------------------------------------
+
+    def build(self, timestamp_ms: int | None = None) -> TableMetadata:
+        base = self.base
+        metadata_log = list(base.metadata_log)
+        if base.metadata_location is not None:
+            metadata_log.append(MetadataLogEntry(base.last_updated_ms, base.metadata_location))
+        keep = max(
+            1, int(self._properties.get(PREVIOUS_VERSIONS_MAX, PREVIOUS_VERSIONS_MAX_DEFAULT))
+        )
+        if len(metadata_log) > keep:
+            self.dropped_metadata_log = metadata_log[: len(metadata_log) - keep]
+            metadata_log = metadata_log[len(metadata_log) - keep :]
+        schemas = tuple(self._schemas)
+        last_updated_ms = max(timestamp_ms or now_ms(), base.last_updated_ms)
+        snapshot_log = tuple(
+            replace(e, timestamp_ms=last_updated_ms) if e.timestamp_ms == _AT_BUILD else e
+            for e in self._snapshot_log
+        )
+        return replace(
+            base.upgrade_to_v2() if base.format_version == 1 else base,
+            **self._changes,
+            last_updated_ms=last_updated_ms,
+            last_sequence_number=self._last_sequence_number,
+            last_column_id=max(base.last_column_id, *(s.highest_field_id for s in schemas)),
+            schemas=schemas,
+            partition_specs=tuple(self._specs),
+            sort_orders=tuple(self._orders),
+            properties=self._properties,
+            current_snapshot_id=self._current_snapshot_id,
+            snapshots=tuple(self._snapshots),
+            snapshot_log=snapshot_log,
+            metadata_log=tuple(metadata_log),
+            refs=self._refs,
+            extra=self._extra,
+            metadata_location=None,
+        )
+
+    def _current_schema(self) -> Schema:
+        schema_id = self._changes.get("current_schema_id", self.base.current_schema_id)
+        return next(s for s in self._schemas if s.schema_id == schema_id)
+
+    def _snapshot(self, snapshot_id: int) -> Snapshot:
+        for s in self._snapshots:
+            if s.snapshot_id == snapshot_id:
+                return s
+        raise ValidationError(f"snapshot {snapshot_id} does not exist")

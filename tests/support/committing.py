@@ -1,0 +1,177 @@
+"""Tables in a real `SqlCatalog` (SQLite in the test's tmp_path) for the commit tests.
+
+`CatalogTable` pairs a catalog `Table` with a `LocalTable` used only as a writer of real
+Parquet data and delete files under the table's location; every commit goes through the
+snapshot producers under test. Helpers read back what a test asserts on: live files with
+their sequence numbers, rows after deletes, and the files under the metadata directory.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from icecore.catalog.sql import SqlCatalog
+from icecore.manifest import DataFile, EntryStatus, ManifestEntry, read_manifest
+from icecore.manifest_list import ManifestFile
+from icecore.metadata import TableMetadata
+from icecore.metadata_builder import MetadataBuilder
+from icecore.partitioning import PartitionField, PartitionSpec
+from icecore.refs import SnapshotRef, SnapshotRefType
+from icecore.scan import snapshot_manifests
+from icecore.schema import Schema
+from icecore.snapshots import Snapshot
+from icecore.table import Table
+from icecore.transforms import parse_transform
+from icecore.types import LongType, NestedField, StringType
+
+from .catalogs import BACKENDS, catalog_uri, forget_catalog, unique_catalog_name
+from .reader import scan_rows
+from .tables import LocalTable
+
+SCHEMA = Schema(
+    fields=(
+        NestedField(1, "id", LongType(), required=True),
+        NestedField(2, "cat", StringType()),
+        NestedField(3, "v", LongType()),
+    )
+)
+BY_CAT = PartitionSpec(0, (PartitionField(2, 1000, parse_transform("identity"), "cat"),))
+UNPARTITIONED = PartitionSpec(0, ())
+# Fast retries: tests race on purpose and should not sleep for Java's 100 ms.
+FAST_RETRIES = {"commit.retry.min-wait-ms": "1", "commit.retry.max-wait-ms": "5"}
+
+Row = dict[str, Any]
+
+
+def sqlite_catalog(tmp_path: Path) -> SqlCatalog:
+    warehouse = tmp_path / "warehouse"
+    warehouse.mkdir(exist_ok=True)
+    catalog = SqlCatalog("commits", None, warehouse)
+    if not catalog.namespace_exists("db"):
+        catalog.create_namespace("db")
+    return catalog
+
+
+@pytest.fixture(name="any_catalog", params=BACKENDS)
+def any_catalog_fixture(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[SqlCatalog]:
+    """`any_catalog`: a catalog on SQLite and on PostgreSQL (skipped, saying so, when no
+    server answers); import this function into a test module to make it available."""
+    warehouse = tmp_path / "warehouse"
+    warehouse.mkdir()
+    uri = catalog_uri(str(request.param), warehouse)
+    catalog = SqlCatalog(unique_catalog_name(), uri, warehouse)
+    catalog.create_namespace("db")
+    yield catalog
+    forget_catalog(catalog)
+
+
+@dataclass
+class CatalogTable:
+    """A catalog table and a writer of files for it; `t["a1"]` is the file named "a1"."""
+
+    table: Table
+    writer: LocalTable
+    files: dict[str, DataFile] = field(default_factory=dict)
+
+    def __getitem__(self, name: str) -> DataFile:
+        return self.files[name]
+
+    @classmethod
+    def create(
+        cls,
+        catalog: SqlCatalog,
+        name: str,
+        spec: PartitionSpec = BY_CAT,
+        properties: Mapping[str, str] | None = None,
+    ) -> CatalogTable:
+        props = {**FAST_RETRIES, **(properties or {})}
+        table = catalog.create_table(f"db.{name}", SCHEMA, spec=spec, properties=props)
+        return cls(table, LocalTable(table.io, table.metadata))
+
+    def load(self) -> Table:
+        """Another `Table` object on the same catalog row (a second writer)."""
+        assert self.table.catalog is not None
+        return self.table.catalog.load_table(self.table.identifier)
+
+    def data(self, rows: Sequence[Row], **options: Any) -> DataFile:
+        self.writer.metadata = self.table.metadata  # specs added since creation
+        return self._named(self.writer.write_data(rows, **options), options)
+
+    def position_deletes(self, deletes: Iterable[tuple[str, int]], **options: Any) -> DataFile:
+        return self._named(self.writer.write_position_deletes(deletes, **options), options)
+
+    def _named(self, content_file: DataFile, options: Mapping[str, Any]) -> DataFile:
+        if options.get("name"):
+            self.files[options["name"]] = content_file
+        return content_file
+
+    def equality_deletes(self, rows: Sequence[Row], columns: Sequence[str]) -> DataFile:
+        return self.writer.write_equality_deletes(rows, columns)
+
+
+def rows(table: Table, **scan_options: Any) -> list[Row]:
+    """The table's rows with deletes applied, by icecore's planner and a naive reader."""
+    return sorted(scan_rows(table.io, table.metadata, **scan_options), key=lambda r: r["id"])
+
+
+def ids(table: Table, **scan_options: Any) -> list[int]:
+    return [r["id"] for r in rows(table, **scan_options)]
+
+
+def manifests(table: Table, snapshot: Snapshot | None = None) -> list[ManifestFile]:
+    snapshot = snapshot or table.metadata.current_snapshot()
+    assert snapshot is not None
+    return snapshot_manifests(table.io, snapshot)
+
+
+def entries(table: Table, manifest: ManifestFile) -> list[ManifestEntry]:
+    spec = table.metadata.spec_by_id(manifest.partition_spec_id)
+    return list(read_manifest(table.io, manifest, spec=spec))
+
+
+def live(table: Table, snapshot: Snapshot | None = None) -> dict[str, ManifestEntry]:
+    """Live entries (data and deletes) of a snapshot by file name (the path's last part)."""
+    return {
+        Path(e.data_file.file_path).name: e
+        for m in manifests(table, snapshot)
+        for e in entries(table, m)
+        if e.status is not EntryStatus.DELETED
+    }
+
+
+def metadata_files(table: Table) -> set[str]:
+    """Every manifest and manifest list on disk under the metadata directory."""
+    directory = Path(table.metadata.location, "metadata")
+    return {str(p) for p in directory.glob("*.avro")}
+
+
+def referenced_files(table: Table) -> set[str]:
+    """Manifest lists and manifests of every snapshot the table's metadata holds."""
+    found: set[str] = set()
+    for snapshot in table.metadata.snapshots:
+        assert snapshot.manifest_list is not None
+        found.add(snapshot.manifest_list)
+        found.update(m.manifest_path for m in snapshot_manifests(table.io, snapshot))
+    return found
+
+
+def commit_builder(table: Table, builder: MetadataBuilder) -> TableMetadata:
+    """Commit a metadata-only change through the catalog (refs, specs) without a retry."""
+    return table.commit_metadata(table.metadata, builder.build())
+
+
+def tag(table: Table, name: str, snapshot_id: int) -> None:
+    builder = MetadataBuilder(table.metadata)
+    commit_builder(table, builder.set_ref(name, SnapshotRef(snapshot_id, SnapshotRefType.TAG)))
+
+
+def add_spec(table: Table, spec: PartitionSpec) -> int:
+    builder = MetadataBuilder(table.metadata)
+    spec_id = builder.add_partition_spec(spec)
+    commit_builder(table, builder)
+    return spec_id
