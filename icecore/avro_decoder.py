@@ -29,7 +29,6 @@ from typing import Any
 
 Decoder = Callable[[bytes, int], tuple[Any, int]]
 Skipper = Callable[[bytes, int], int]
-_ItemsSkipper = Callable[[bytes, int, int], int]  # skips `count` items
 
 _FLOAT = struct.Struct("<f")
 _DOUBLE = struct.Struct("<d")
@@ -207,7 +206,7 @@ class _Compiler:
             return self._skip_array(writer["items"])
         if kind == "map":
             values = self.skipper(writer["values"])
-            return _skip_blocks(_each(lambda buf, pos: values(buf, _skip_bytes(buf, pos))))
+            return _skip_blocks(lambda buf, pos: values(buf, _skip_bytes(buf, pos)))
         raise ValueError(f"unknown Avro type {writer!r}")
 
     def _record(self, writer: dict[str, Any], reader: dict[str, Any]) -> Decoder:
@@ -277,7 +276,7 @@ class _Compiler:
                 return _skip_varint_blocks(len(shape))  # column counts: id -> long
             if len(shape) == 2 and shape[0] in _VARINT_TYPES and shape[1] in ("bytes", "string"):
                 return _skip_varint_bytes_blocks  # column bounds: id -> binary
-        return _skip_blocks(_each(self.skipper(items)))
+        return _skip_blocks(self.skipper(items))
 
     @staticmethod
     def _named(schema: Any, names: dict[str, Any], fallback: dict[str, Any] | None = None) -> Any:
@@ -509,9 +508,8 @@ def _skip_varint_blocks(per_item: int) -> Skipper:
                 pos += 1
             else:
                 count, pos = read_long(buf, pos)
-                if count < 0:  # the block's byte size follows: jump over it
-                    size, pos = read_long(buf, pos)
-                    pos += size
+                if count < 0:
+                    pos = _skip_sized(buf, pos)
                     continue
             match = _varint_run(count * per_item).match(buf, pos)
             if match is None:
@@ -533,8 +531,7 @@ def _skip_varint_bytes_blocks(buf: bytes, pos: int) -> int:
         else:
             count, pos = read_long(buf, pos)
             if count < 0:
-                size, pos = read_long(buf, pos)
-                pos += size
+                pos = _skip_sized(buf, pos)
                 continue
         for _ in range(count):
             while buf[pos] & 0x80:
@@ -546,29 +543,24 @@ def _skip_varint_bytes_blocks(buf: bytes, pos: int) -> int:
                 pos = _skip_bytes(buf, pos + 1)
 
 
-def _each(item: Skipper) -> _ItemsSkipper:
-    def skip(buf: bytes, pos: int, count: int) -> int:
-        for _ in range(count):
-            pos = item(buf, pos)
-        return pos
-
-    return skip
-
-
-def _skip_blocks(skip_items: _ItemsSkipper) -> Skipper:
+def _skip_blocks(item: Skipper) -> Skipper:
     def skip_blocks(buf: bytes, pos: int) -> int:
         while True:
-            b = buf[pos]
-            if b == 0:
-                return pos + 1
-            if b < 0x80 and not b & 1:  # a small positive item count, the usual case
-                pos = skip_items(buf, pos + 1, b >> 1)
-                continue
             count, pos = read_long(buf, pos)
-            if count < 0:  # the block's byte size follows: jump over it
-                size, pos = read_long(buf, pos)
-                pos += size
-            else:
-                pos = skip_items(buf, pos, count)
+            if count == 0:
+                return pos
+            if count < 0:
+                pos = _skip_sized(buf, pos)
+                continue
+            for _ in range(count):
+                pos = item(buf, pos)
 
     return skip_blocks
+
+
+def _skip_sized(buf: bytes, pos: int) -> int:
+    """Jumps over a block whose writer gave its byte size after a negative item count."""
+    size, pos = read_long(buf, pos)
+    if size < 0:
+        raise ValueError(f"negative block size {size}")
+    return pos + size

@@ -17,7 +17,6 @@ data sequence number for a committed manifest:
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, fields
 from enum import IntEnum, StrEnum
@@ -34,7 +33,6 @@ from icecore.avro_schema import (
     manifest_entry_avro_schema,
     manifest_entry_type,
 )
-from icecore.conversions import encoder
 from icecore.errors import ValidationError
 from icecore.manifest_io import (
     AvroFile,
@@ -48,9 +46,9 @@ from icecore.manifest_list import (
     UNASSIGNED_SEQ,
     ManifestContent,
     ManifestFile,
-    PartitionFieldSummary,
+    PartitionFieldStats,
 )
-from icecore.types import DoubleType, FloatType, IcebergType, StructType, UUIDType
+from icecore.types import StructType
 
 if TYPE_CHECKING:
     from icecore.io import FileIO
@@ -161,7 +159,7 @@ class ManifestWriter:
         partition_type = spec.partition_type(schema)
         self._avro_schema = manifest_entry_avro_schema(partition_type)
         self._partition_names = [make_compatible_name(f.name) for f in partition_type.fields]
-        self._partition_stats = [_FieldStats(f.field_type) for f in partition_type.fields]
+        self._partition_stats = [PartitionFieldStats(f.field_type) for f in partition_type.fields]
         self._records: list[dict[str, Any]] = []
         self._counts = {status: [0, 0] for status in EntryStatus}  # [files, rows]
         self._min_sequence_number: int | None = None
@@ -327,52 +325,6 @@ class ManifestWriter:
             )
         if data_file.record_count < 0 or data_file.file_size_in_bytes < 0:
             raise ValidationError(f"{self.location}: {path} has a negative count or size")
-
-
-class _FieldStats:
-    """One partition field's summary: null/NaN presence and bounds (spec "Manifest Lists")."""
-
-    __slots__ = ("_encode", "_is_float", "_is_uuid", "contains_nan", "contains_null", "max", "min")
-
-    def __init__(self, t: IcebergType) -> None:
-        self._encode = encoder(t)
-        self._is_float = isinstance(t, FloatType | DoubleType)
-        self._is_uuid = isinstance(t, UUIDType)
-        self.contains_null = False
-        self.contains_nan = False
-        self.min: Any = None
-        self.max: Any = None
-
-    def update(self, value: Any, file_path: str) -> Any:
-        """Account for `value` and return it as Avro writes it."""
-        if value is None:
-            self.contains_null = True
-            return None
-        try:
-            self._encode(value)  # rejects values of the wrong type before they are written
-        except ValidationError as exc:
-            raise ValidationError(f"{file_path}: bad partition value: {exc}") from None
-        if self._is_float and math.isnan(value):
-            self.contains_nan = True
-            return value
-        if self.min is None or self._before(value, self.min):
-            self.min = value
-        if self.max is None or self._before(self.max, value):
-            self.max = value
-        return value.bytes if self._is_uuid else value
-
-    def _before(self, a: Any, b: Any) -> bool:
-        if self._is_float:  # the spec orders -0.0 before 0.0
-            return (a, math.copysign(1.0, a)) < (b, math.copysign(1.0, b))
-        return bool(a < b)
-
-    def summary(self) -> PartitionFieldSummary:
-        return PartitionFieldSummary(
-            contains_null=self.contains_null,
-            contains_nan=self.contains_nan,
-            lower_bound=None if self.min is None else self._encode(self.min),
-            upper_bound=None if self.max is None else self._encode(self.max),
-        )
 
 
 def _kv(values: dict[int, Any] | None) -> list[dict[str, Any]] | None:

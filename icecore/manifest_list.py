@@ -7,6 +7,7 @@ per commit attempt, fills them in. A retried commit rewrites only the list.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass, fields, replace
 from enum import IntEnum
@@ -14,6 +15,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from icecore.avro_schema import MANIFEST_FILE, manifest_list_avro_schema
+from icecore.conversions import encoder
 from icecore.errors import ValidationError
 from icecore.manifest_io import (
     AvroFile,
@@ -25,6 +27,7 @@ from icecore.manifest_io import (
     with_field_type,
     write_avro,
 )
+from icecore.types import DoubleType, FloatType, IcebergType, UUIDType
 
 if TYPE_CHECKING:
     from icecore.io import FileIO
@@ -85,6 +88,52 @@ class ManifestFile:
     @property
     def has_deleted_files(self) -> bool:
         return self.deleted_files_count is None or self.deleted_files_count > 0
+
+
+class PartitionFieldStats:
+    """Accumulates one partition field's `PartitionFieldSummary` as a manifest is written."""
+
+    __slots__ = ("_encode", "_is_float", "_is_uuid", "contains_nan", "contains_null", "max", "min")
+
+    def __init__(self, t: IcebergType) -> None:
+        self._encode = encoder(t)
+        self._is_float = isinstance(t, FloatType | DoubleType)
+        self._is_uuid = isinstance(t, UUIDType)
+        self.contains_null = False
+        self.contains_nan = False
+        self.min: Any = None
+        self.max: Any = None
+
+    def update(self, value: Any, file_path: str) -> Any:
+        """Account for `value` and return it as Avro writes it."""
+        if value is None:
+            self.contains_null = True
+            return None
+        try:
+            self._encode(value)  # rejects values of the wrong type before they are written
+        except ValidationError as exc:
+            raise ValidationError(f"{file_path}: bad partition value: {exc}") from None
+        if self._is_float and math.isnan(value):
+            self.contains_nan = True
+            return value
+        if self.min is None or self._before(value, self.min):
+            self.min = value
+        if self.max is None or self._before(self.max, value):
+            self.max = value
+        return value.bytes if self._is_uuid else value
+
+    def _before(self, a: Any, b: Any) -> bool:
+        if self._is_float:  # the spec orders -0.0 before 0.0
+            return (a, math.copysign(1.0, a)) < (b, math.copysign(1.0, b))
+        return bool(a < b)
+
+    def summary(self) -> PartitionFieldSummary:
+        return PartitionFieldSummary(
+            contains_null=self.contains_null,
+            contains_nan=self.contains_nan,
+            lower_bound=None if self.min is None else self._encode(self.min),
+            upper_bound=None if self.max is None else self._encode(self.max),
+        )
 
 
 class ManifestListWriter:

@@ -799,3 +799,17 @@ def test_decoder_compiles_no_text_from_the_file() -> None:
     schema = {"type": "record", "name": "r", "fields": [{"name": hostile, "type": "long"}]}
 
     assert compile_decoder(schema, schema)(b"\x04", 0) == ((2,), 1)
+
+
+@pytest.mark.parametrize("items", ["long", "string"])
+def test_decoder_refuses_a_negative_block_size(items: str) -> None:
+    """A corrupt size must not send the skipper backwards (and around forever)."""
+    schema = {
+        "type": "record",
+        "name": "r",
+        "fields": [{"name": "a", "type": {"type": "array", "items": items}}],
+    }
+    skip = compile_decoder(schema, {**schema, "fields": []})
+
+    with pytest.raises(ValueError, match="negative block size -3"):
+        skip(bytes([1, 5, 0]), 0)
