@@ -88,6 +88,21 @@ def _plan_pyiceberg(metadata: str, ref: str, tally: Any) -> tuple[int, int]:
     return tasks, pairs
 
 
+def _loaded_icecore_digest() -> str:
+    """Which icecore this process ran: a hash of the icecore modules it imported (the repo
+    may have no commits to name, and icecore may be edited while a benchmark runs)."""
+    root = REPO / "icecore"
+    files = sorted(
+        Path(m.__file__)
+        for m in list(sys.modules.values())
+        if getattr(m, "__file__", None) and Path(m.__file__).is_relative_to(root)
+    )
+    h = hashlib.sha256()
+    for path in files:
+        h.update(path.relative_to(REPO).as_posix().encode() + b"\0" + path.read_bytes())
+    return h.hexdigest()[:16]
+
+
 def child(planner: str, metadata: str, ref: str, verify: bool) -> dict[str, Any]:
     """Plan once and describe it; run in a fresh interpreter by `run_child`."""
     from digest import Tally  # noqa: PLC0415 - stdlib only, loaded alike for both planners
@@ -142,32 +157,16 @@ def run_child(planner: str, metadata: str, ref: str, verify: bool) -> dict[str, 
 # Parent: generate, verify, time, report -------------------------------------------------
 
 
-def _loaded_icecore_digest() -> str:
-    """Which icecore this process ran: a hash of the icecore modules it imported (the repo
-    may have no commits to name, and icecore may be edited while a benchmark runs)."""
-    root = REPO / "icecore"
-    files = sorted(
-        Path(m.__file__)
-        for m in list(sys.modules.values())
-        if getattr(m, "__file__", None) and Path(m.__file__).is_relative_to(root)
-    )
-    h = hashlib.sha256()
-    for path in files:
-        h.update(path.relative_to(REPO).as_posix().encode() + b"\0" + path.read_bytes())
-    return h.hexdigest()[:16]
-
-
 def _log(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
 def _check(result: dict[str, Any], expected: dict[str, Any]) -> list[str]:
-    problems = [
+    return [
         f"{result['planner']} on {result['ref']}: {key} {result[key]} != expected {expected[key]}"
         for key in ("tasks", "pairs", "digest")
         if key in result and result[key] != expected[key]
     ]
-    return problems
 
 
 def verify(metadata: str, info: dict[str, Any]) -> tuple[list[dict[str, Any]], list[str]]:
