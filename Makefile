@@ -17,6 +17,10 @@ $(BIN)/activate: requirements.txt requirements-test.txt pyproject.toml
 java:
 	@command -v java >/dev/null || { apt-get update -qq && apt-get install -y -qq openjdk-17-jre-headless; }
 
+# End to end on the embedded default: local Spark, SQLite catalog, ./warehouse.
+demo: $(BIN)/activate java
+	$(BIN)/python -m spark_jobs.demo warehouse
+
 lint: $(BIN)/activate
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .

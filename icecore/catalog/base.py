@@ -13,7 +13,7 @@ import logging
 import re
 import uuid
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import replace
 
 from icecore.errors import (
@@ -323,8 +323,15 @@ class Catalog(ABC):
         """Release connections; the catalog must not be used afterwards."""
 
 
+def _log_unreadable(exc: FileError) -> None:
+    LOG.warning("skipping unreadable file: %s", exc)
+
+
 def reachable_files(
-    io: FileIO, metadata: TableMetadata, include_data: bool = True
+    io: FileIO,
+    metadata: TableMetadata,
+    include_data: bool = True,
+    on_unreadable: Callable[[FileError], None] = _log_unreadable,
 ) -> Iterator[str]:
     """Every file the table's metadata versions reference, each once: for the current
     metadata and every version still in its metadata log, the manifest lists, manifests
@@ -334,14 +341,16 @@ def reachable_files(
 
     Purging leaves data out when `gc.enabled` is false: such a table may share its data
     files with another one (Java's `CatalogUtil.dropTableData` rule). Metadata versions that
-    can no longer be read are skipped; purging must get as far as it can.
+    can no longer be read are skipped and reported to `on_unreadable` (default: a warning);
+    purging must get as far as it can, while orphan removal must not trust a walk that
+    skipped a file a current snapshot needs (it passes a collector and checks).
     """
     versions = [metadata]
     for entry in metadata.metadata_log:
         try:
             versions.append(read_table_metadata(io, entry.metadata_file))
         except FileError as exc:
-            LOG.warning("skipping unreadable metadata version: %s", exc)
+            on_unreadable(exc)
     # Snapshots are immutable: read each one's manifest list once, however many versions
     # list it, and keep the version that knows its partition specs.
     snapshots: dict[int, tuple[Snapshot, TableMetadata]] = {}
@@ -363,7 +372,7 @@ def reachable_files(
             for manifest in snapshot_manifests(io, snapshot):
                 manifests.setdefault(manifest.manifest_path, (manifest, version))
         except FileError as exc:
-            LOG.warning("skipping unreadable manifest list: %s", exc)
+            on_unreadable(exc)
         if snapshot.manifest_list and new(snapshot.manifest_list):
             yield snapshot.manifest_list
     for path, (manifest, version) in manifests.items():
@@ -374,7 +383,7 @@ def reachable_files(
                     if new(entry.data_file.file_path):
                         yield entry.data_file.file_path
             except FileError as exc:
-                LOG.warning("skipping unreadable manifest: %s", exc)
+                on_unreadable(exc)
         if new(path):
             yield path
     for version in versions:

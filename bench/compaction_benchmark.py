@@ -1,0 +1,313 @@
+"""Major compaction vs a plain Spark rewrite, and DuckDB scans before vs after.
+
+The bars, from the issue, on a 10-million-row table with 10% of rows position-deleted and 1%
+of keys equality-deleted:
+- `rewrite_data_files` takes at most 2x a plain Spark read and rewrite of the same data files
+  (no deletes applied), timed in the same run;
+- a DuckDB full scan after compaction is at least 3x faster than before;
+- `convert_equality_deletes` (when present) costs at most 0.3x the compaction.
+
+    .venv/bin/python bench/compaction_benchmark.py               # 10M rows
+    .venv/bin/python bench/compaction_benchmark.py --scale 0.1   # 1M rows, quick
+
+The table (`bench.t`: id, ts, name, amount, category; partitioned by bucket(8, id)) is built
+by the ingestion job (append, several commits, so several files per partition), then 10% of
+rows get position deletes (every row whose position is 3 mod 10, written with our writers
+and committed as a row delta) and 1% of keys get equality deletes (the ingestion job's
+`delete` mode, partition-scoped because the key decides the partition). The conversion runs
+first and is then rolled back, so compaction starts from the same snapshot. Progress goes to
+stderr; the last stdout line is a JSON report.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from icecore.catalog import SqlCatalog
+from icecore.manifest import FileContent
+from icecore.table import Table
+from spark_jobs.common.session import configure
+from spark_jobs.ingestion.job import ingest
+from spark_jobs.ingestion.options import IngestOptions
+from spark_jobs.maintenance.compaction import RewriteDataFilesOptions, compact
+from spark_jobs.maintenance.live_rows import spark_uris
+from spark_jobs.schema import conform, quoted, spark_schema
+from spark_jobs.writing.files import (
+    POSITION_DELETE_SCHEMA,
+    FileSet,
+    RunFiles,
+    parquet_options,
+)
+from spark_jobs.writing.layout import PartitionLayout
+from spark_jobs.writing.metrics import MetricsConfig
+
+TABLE = "bench.t"
+COMMITS = 4
+
+
+def _log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def _rows(spark: SparkSession, start: int, count: int) -> DataFrame:
+    return spark.range(start, start + count).select(
+        F.col("id"),
+        F.timestamp_micros(F.lit(1_700_000_000_000_000) + F.col("id") * 1_000).alias("ts"),
+        F.concat(F.lit("name-"), (F.col("id") % 100_000).cast("string")).alias("name"),
+        (F.col("id") * 0.25).alias("amount"),
+        (F.col("id") % 1_000).cast("int").alias("category"),
+    )
+
+
+def _data_tasks(table: Table) -> list[Any]:
+    return list(table.scan().plan_files())
+
+
+def _position_deletes(spark: SparkSession, table: Table) -> int:
+    """Delete every row at a position 3 mod 10 of every data file (10% of the rows)."""
+    metadata = table.metadata
+    schema, spec = metadata.schema(), metadata.spec()
+    files = [t.file.file_path for t in _data_tasks(table)]
+    uris = spark_uris(spark, files)
+    mapping = spark.createDataFrame(
+        [(u, p) for p, u in uris.items()], "_uri string, file_path string"
+    )
+    layout = PartitionLayout(spec, schema, ("file_path", "pos"))
+    rows = (
+        spark.read.schema(spark_schema(schema.fields))
+        .option("recursiveFileLookup", "true")
+        .parquet(*files)
+        .select(
+            *(F.col(quoted(f.name)) for f in schema.fields),
+            F.col("_metadata.file_path").alias("_uri"),
+            F.col("_metadata.row_index").alias("pos"),
+        )
+        .filter(F.col("pos") % 10 == 3)
+    )
+    rows = layout.with_partition_columns(rows).join(F.broadcast(mapping), "_uri")
+    deletes = rows.select("file_path", "pos", *(F.col(quoted(n)) for n in layout.names))
+    deletes = deletes.select(
+        *conform(deletes.schema, POSITION_DELETE_SCHEMA.fields),
+        *(F.col(quoted(n)) for n in layout.names),
+    )
+    deletes = deletes.repartition(*(F.col(quoted(n)) for n in layout.names))
+    deletes = deletes.sortWithinPartitions(*layout.names, "file_path", "pos")
+    run = RunFiles(spark, table.io, metadata, "bench-deletes")
+    file_set = FileSet(
+        "position-deletes",
+        FileContent.POSITION_DELETES,
+        POSITION_DELETE_SCHEMA,
+        spec,
+        layout,
+        MetricsConfig.full(),
+    )
+    run.write(deletes, file_set)
+    delta = table.new_row_delta()
+    written = run.files()
+    for f in written:
+        delta.add_deletes(f)
+    delta.commit()
+    return sum(f.record_count for f in written)
+
+
+def build(spark: SparkSession, catalog: SqlCatalog, rows: int) -> dict[str, Any]:
+    started = time.perf_counter()
+    per_commit = rows // COMMITS
+    properties = {"write.target-file-size-bytes": str(16 * 1024 * 1024)}
+    for n in range(COMMITS):
+        ingest(
+            spark,
+            catalog,
+            IngestOptions(
+                table=TABLE,
+                create=True,
+                partition_by="bucket(8, id)",
+                properties=properties,
+            ),
+            source=_rows(spark, n * per_commit, per_commit),
+        )
+    table = catalog.load_table(TABLE)
+    position_deletes = _position_deletes(spark, table)
+    keys = spark.range(0, per_commit * COMMITS).filter(F.col("id") % 100 == 7)
+    result = ingest(
+        spark,
+        catalog,
+        IngestOptions(table=TABLE, mode="delete", key=["id"]),
+        source=keys.select("id"),
+    )
+    table = catalog.load_table(TABLE)
+    tasks = _data_tasks(table)
+    deletes = {d.file_path: d for t in tasks for d in t.deletes}
+    return {
+        "rows": per_commit * COMMITS,
+        "data_files": len(tasks),
+        "data_bytes": sum(t.file.file_size_in_bytes for t in tasks),
+        "position_deletes": position_deletes,
+        "equality_deletes": result["equality_deletes"],
+        "position_delete_files": sum(
+            1 for d in deletes.values() if d.content == FileContent.POSITION_DELETES
+        ),
+        "equality_delete_files": sum(
+            1 for d in deletes.values() if d.content == FileContent.EQUALITY_DELETES
+        ),
+        "build_seconds": round(time.perf_counter() - started, 1),
+    }
+
+
+def duckdb_scan(table: Table, repeat: int) -> tuple[float, tuple[Any, ...]]:
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    from tests.support.duckdb import connect  # noqa: PLC0415 - needs the repository root
+
+    con = connect()
+    sql = (
+        "SELECT count(*), sum(amount), count(DISTINCT name) "
+        f"FROM iceberg_scan('{table.metadata_location}')"
+    )
+    best = float("inf")
+    result: tuple[Any, ...] = ()
+    for _ in range(repeat):
+        started = time.perf_counter()
+        result = tuple(con.execute(sql).fetchone() or ())
+        best = min(best, time.perf_counter() - started)
+    con.close()
+    return best, result
+
+
+def plain_rewrite(
+    spark: SparkSession, table: Table, paths: list[str], workdir: Path, files: int
+) -> float:
+    """Spark reads the same data files and writes them again, no deletes, same layout."""
+    metadata = table.metadata
+    schema = metadata.schema()
+    layout = PartitionLayout(metadata.spec(), schema, ("file_path", "pos"))
+    target = workdir / "plain"
+    started = time.perf_counter()
+    rows = (
+        spark.read.schema(spark_schema(schema.fields))
+        .option("recursiveFileLookup", "true")
+        .parquet(*paths)
+    )
+    rows = layout.with_partition_columns(rows.select(*conform(rows.schema, schema.fields)))
+    parts = [F.col(quoted(n)) for n in layout.names]
+    rows = rows.repartition(files, *parts).sortWithinPartitions(*parts)
+    rows.write.options(**parquet_options(metadata.properties)).partitionBy(*layout.names).parquet(
+        str(target)
+    )
+    elapsed = time.perf_counter() - started
+    shutil.rmtree(target, ignore_errors=True)
+    return elapsed
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    spark = configure(
+        SparkSession.builder.master(args.master)
+        .appName("compaction-benchmark")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.driver.memory", args.driver_memory)
+        .config("spark.sql.shuffle.partitions", str(args.shuffle_partitions))
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    workdir = Path(args.workdir or tempfile.mkdtemp(prefix="compaction-bench-"))
+    catalog = SqlCatalog("default", warehouse=workdir / "wh")
+    rows = int(10_000_000 * args.scale)
+    _log(f"building the table: {rows:,} rows")
+    report: dict[str, Any] = {"scale": args.scale, "master": args.master}
+    report["table"] = build(spark, catalog, rows)
+    _log(f"table: {report['table']}")
+    table = catalog.load_table(TABLE)
+    start_snapshot = table.metadata.current_snapshot()
+    assert start_snapshot is not None
+    original = [t.file.file_path for t in _data_tasks(table)]
+
+    before, before_result = duckdb_scan(table, args.duckdb_repeat)
+    _log(f"duckdb before: {before:.3f}s {before_result}")
+
+    convert_seconds = None
+    try:
+        from spark_jobs.maintenance.equality_conversion import (  # noqa: PLC0415 - optional
+            ConvertOptions,
+            convert_equality_deletes,
+        )
+    except ImportError:
+        convert_equality_deletes = None  # type: ignore[assignment]
+    if convert_equality_deletes is not None:
+        started = time.perf_counter()
+        converted = convert_equality_deletes(spark, catalog, ConvertOptions(table=TABLE))
+        convert_seconds = time.perf_counter() - started
+        _log(f"convert_equality_deletes: {convert_seconds:.1f}s {converted}")
+        table = catalog.load_table(TABLE)
+        table.manage_snapshots().rollback_to(start_snapshot.snapshot_id).commit()
+
+    table = catalog.load_table(TABLE)
+    options = RewriteDataFilesOptions(table=TABLE, rewrite_all=True)
+    started = time.perf_counter()
+    result = compact(spark, catalog, options)
+    compaction_seconds = time.perf_counter() - started
+    _log(f"rewrite_data_files: {compaction_seconds:.1f}s {result}")
+
+    plain_seconds = plain_rewrite(
+        spark, catalog.load_table(TABLE), original, workdir, max(1, result["added_data_files"])
+    )
+    _log(f"plain Spark rewrite: {plain_seconds:.1f}s")
+
+    table = catalog.load_table(TABLE)
+    after, after_result = duckdb_scan(table, args.duckdb_repeat)
+    _log(f"duckdb after: {after:.3f}s {after_result}")
+    assert after_result == before_result, (before_result, after_result)
+
+    report.update(
+        {
+            "compaction": {k: v for k, v in result.items() if k != "commits"},
+            "compaction_seconds": round(compaction_seconds, 2),
+            "plain_rewrite_seconds": round(plain_seconds, 2),
+            "compaction_vs_plain": round(compaction_seconds / plain_seconds, 2),
+            "duckdb_before_seconds": round(before, 3),
+            "duckdb_after_seconds": round(after, 3),
+            "duckdb_speedup": round(before / after, 2),
+            "convert_seconds": None if convert_seconds is None else round(convert_seconds, 2),
+            "convert_vs_compaction": None
+            if convert_seconds is None
+            else round(convert_seconds / compaction_seconds, 2),
+        }
+    )
+    catalog.close()
+    spark.stop()
+    if not args.keep:
+        shutil.rmtree(workdir, ignore_errors=True)
+    return report
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--scale", type=float, default=1.0, help="1.0 = 10M rows")
+    parser.add_argument("--master", default="local[*]")
+    parser.add_argument("--driver-memory", default="6g")
+    parser.add_argument("--shuffle-partitions", type=int, default=8)
+    parser.add_argument("--duckdb-repeat", type=int, default=3)
+    parser.add_argument("--workdir")
+    parser.add_argument("--keep", action="store_true")
+    args = parser.parse_args()
+    report = run(args)
+    print(json.dumps(report, sort_keys=True, default=str), flush=True)
+    ok = report["compaction_vs_plain"] <= 2 and report["duckdb_speedup"] >= 3
+    if report["convert_vs_compaction"] is not None:
+        ok = ok and report["convert_vs_compaction"] <= 0.3
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

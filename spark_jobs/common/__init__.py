@@ -1,0 +1,1 @@
+"""What every Spark job shares: the command line, the Spark session, packaging, errors."""

@@ -1,0 +1,289 @@
+"""Expire old snapshots and delete the files only they reached:
+`spark-submit spark_jobs/expire_snapshots.py ...`.
+
+    spark-submit --py-files dist/icefloe.zip spark_jobs/expire_snapshots.py \\
+        --warehouse /data/wh --table db.events --older-than 7d --retain-last 10
+
+Options after Iceberg's `expire_snapshots` procedure:
+- `--older-than TIME`: expire snapshots older than an ISO timestamp or an age (`7d`); default:
+  the table's `history.expire.max-snapshot-age-ms` (5 days);
+- `--retain-last N`: keep at least N snapshots of every branch's history, whatever their age;
+- `--snapshot-ids ID[,ID...]`: also expire these snapshots, whatever their age;
+- `--dry-run`: plan and report, commit and delete nothing;
+- `--min-age AGE` (default `1h`) and `--force`: the floor. The job refuses (an error naming the
+  snapshots) to expire anything younger than `--min-age`, unless `--force`. The current
+  snapshot (the head of `main`), and every other branch head and tag, are never expired;
+  refs past their `max-ref-age-ms` are removed first, as in Iceberg;
+- `--max-concurrent-deletes N` (default 16) threads per deleter, and
+  `--executor-delete-threshold N` (default 1000): from that many files on, the deletions run
+  as a Spark job on the executors.
+
+Which snapshots go, and which files that leaves unreachable, is icecore's
+(`icecore.updates.expire`): the commit changes metadata only; the files are deleted after it,
+so a job killed while deleting leaves a readable table and orphans for
+`remove_orphan_files`. Old metadata files are deleted by the commit itself when the table sets
+`write.metadata.delete-after-commit.enabled` (those fallen off `write.metadata.previous-
+versions-max`), and counted here.
+
+Result counters as Iceberg's procedure names them (`deleted_data_files_count`,
+`deleted_position_delete_files_count`, `deleted_equality_delete_files_count`,
+`deleted_manifest_files_count`, `deleted_manifest_lists_count`,
+`deleted_statistics_files_count`), plus `deleted_metadata_files_count`,
+`expired_snapshots_count`, `expired_snapshot_ids`, `removed_refs`, `failed_deletes_count`
+(and up to 20 `failed_deletes` with their cause) and `dry_run`. In a dry run the
+`deleted_*` counters are 0 and `unreachable_*_count` say what a real run would delete.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from pyspark.sql import SparkSession
+
+from icecore.catalog import Catalog
+from icecore.catalog.base import DELETE_AFTER_COMMIT
+from icecore.metadata import TableMetadata
+from icecore.metadata_builder import now_ms as current_time_ms
+from icecore.updates import ExpirationResult, UnreachableFiles
+from spark_jobs.common.cli import job_parser, open_catalog, run
+from spark_jobs.common.errors import JobError
+from spark_jobs.common.session import get_session
+from spark_jobs.maintenance.durations import format_ms, parse_duration_ms, parse_instant_ms
+from spark_jobs.maintenance.file_deletion import (
+    DEFAULT_EXECUTOR_THRESHOLD,
+    DEFAULT_THREADS,
+    delete_files,
+)
+
+DEFAULT_MIN_AGE = "1h"
+_MAX_REPORTED_FAILURES = 20
+
+# Result key -> UnreachableFiles attribute, in deletion order: content files, then the
+# manifests that listed them, then the manifest lists, so that a deletion cut short leaves
+# the most specific files for orphan cleanup.
+KINDS = (
+    ("data_files", "data_files"),
+    ("position_delete_files", "position_delete_files"),
+    ("equality_delete_files", "equality_delete_files"),
+    ("manifest_files", "manifests"),
+    ("manifest_lists", "manifest_lists"),
+    ("statistics_files", "statistics_files"),
+)
+
+
+@dataclass(frozen=True)
+class ExpireOptions:
+    table: str
+    older_than: str | None = None
+    retain_last: int | None = None
+    snapshot_ids: list[int] = field(default_factory=list)
+    dry_run: bool = False
+    min_age: str = DEFAULT_MIN_AGE
+    force: bool = False
+    max_concurrent_deletes: int = DEFAULT_THREADS
+    executor_delete_threshold: int = DEFAULT_EXECUTOR_THRESHOLD
+
+    def __post_init__(self) -> None:
+        if self.retain_last is not None and self.retain_last < 1:
+            raise JobError(f"--retain-last must be at least 1, not {self.retain_last}")
+        if self.max_concurrent_deletes < 1:
+            raise JobError("--max-concurrent-deletes must be at least 1")
+        if self.executor_delete_threshold < 0:
+            raise JobError("--executor-delete-threshold must not be negative")
+        parse_duration_ms(self.min_age)  # fail before touching the table
+
+
+def _snapshot_ids(text: str) -> list[int]:
+    try:
+        return [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a list of snapshot ids: {text!r}") from None
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = job_parser("expire_snapshots", "Expire snapshots and delete unreachable files.")
+    group = parser.add_argument_group("expiry")
+    group.add_argument(
+        "--older-than",
+        metavar="TIME",
+        help="ISO timestamp or age such as 7d (default: the table's max-snapshot-age, 5 days)",
+    )
+    group.add_argument("--retain-last", metavar="N", type=int, help="snapshots to keep per branch")
+    group.add_argument(
+        "--snapshot-ids",
+        metavar="ID[,ID...]",
+        type=_snapshot_ids,
+        action="append",
+        default=[],
+        help="also expire these snapshots (repeatable)",
+    )
+    group.add_argument("--dry-run", action="store_true", help="report only; change nothing")
+    group.add_argument(
+        "--min-age",
+        metavar="AGE",
+        default=DEFAULT_MIN_AGE,
+        help=f"refuse to expire snapshots younger than this (default {DEFAULT_MIN_AGE})",
+    )
+    group.add_argument("--force", action="store_true", help="lift the --min-age floor")
+    group.add_argument(
+        "--max-concurrent-deletes",
+        metavar="N",
+        type=int,
+        default=DEFAULT_THREADS,
+        help=f"deleting threads per process (default {DEFAULT_THREADS})",
+    )
+    group.add_argument(
+        "--executor-delete-threshold",
+        metavar="N",
+        type=int,
+        default=DEFAULT_EXECUTOR_THRESHOLD,
+        help=f"delete on the executors from this many files on (default "
+        f"{DEFAULT_EXECUTOR_THRESHOLD})",
+    )
+    return parser
+
+
+def options_from_args(args: argparse.Namespace) -> ExpireOptions:
+    return ExpireOptions(
+        table=args.table,
+        older_than=args.older_than,
+        retain_last=args.retain_last,
+        snapshot_ids=[i for ids in args.snapshot_ids for i in ids],
+        dry_run=args.dry_run,
+        min_age=args.min_age,
+        force=args.force,
+        max_concurrent_deletes=args.max_concurrent_deletes,
+        executor_delete_threshold=args.executor_delete_threshold,
+    )
+
+
+def _check_floor(
+    name: str, metadata: TableMetadata, plan: ExpirationResult, floor_ms: int | None
+) -> None:
+    """Refuse to expire the current snapshot, always, and anything younger than the floor."""
+    current = metadata.current_snapshot()
+    if current is not None and current.snapshot_id in plan.expired_snapshot_ids:
+        raise JobError(f"refusing to expire the current snapshot {current.snapshot_id} of {name}")
+    if floor_ms is None:
+        return
+    young = sorted(
+        s.snapshot_id
+        for s in metadata.snapshots
+        if s.snapshot_id in plan.expired_snapshot_ids and s.timestamp_ms > floor_ms
+    )
+    if young:
+        raise JobError(
+            f"refusing to expire snapshot(s) {young[:10]} of {name}: younger than --min-age "
+            f"(committed after {format_ms(floor_ms)}); pass --force to expire them anyway"
+        )
+
+
+def _old_metadata_deleted(catalog: Catalog, before: TableMetadata, after: TableMetadata) -> int:
+    """Metadata files the commit's catalog deleted (delete-after-commit)."""
+    if not after.property_as_bool(DELETE_AFTER_COMMIT, False):
+        return 0
+    previous = {e.metadata_file for e in before.metadata_log}
+    previous.add(before.metadata_location or "")
+    kept = {e.metadata_file for e in after.metadata_log} | {after.metadata_location or ""}
+    return sum(1 for p in previous - kept if p and not catalog.io.exists(p))
+
+
+def expire(spark: SparkSession | None, catalog: Catalog, options: ExpireOptions) -> dict[str, Any]:
+    """Expire as `options` say; the result counters (see the module doc)."""
+    now = current_time_ms()
+    floor_ms = None if options.force else now - parse_duration_ms(options.min_age)
+    older_than = None
+    if options.older_than is not None:
+        older_than = parse_instant_ms(options.older_than, now_ms=now)
+        if floor_ms is not None and older_than > floor_ms:
+            raise JobError(
+                f"refusing --older-than {options.older_than} ({format_ms(older_than)}): later "
+                f"than the --min-age floor ({options.min_age} ago, {format_ms(floor_ms)}); "
+                "pass --force to go below it"
+            )
+    table = catalog.load_table(options.table)
+    expiry = table.expire_snapshots(now_ms=now)
+    if older_than is not None:
+        expiry.expire_older_than(older_than)
+    if options.retain_last is not None:
+        expiry.retain_last(options.retain_last)
+    for snapshot_id in options.snapshot_ids:
+        expiry.expire_snapshot_id(snapshot_id)
+
+    before = table.metadata
+    plan = expiry.plan()
+    _check_floor(table.name, before, plan, floor_ms)
+    if options.dry_run or (not plan.expired_snapshot_ids and not plan.removed_refs):
+        return _result(options, plan, None, 0)
+    result = expiry.commit()
+    # The commit may have been retried on a newer base: check what it actually removed.
+    _check_committed(table.name, before, plan, result)
+    outcome = delete_files(
+        spark,
+        table.io,
+        [p for _, attr in KINDS for p in getattr(result.files, attr)],
+        executor_threshold=options.executor_delete_threshold,
+        threads=options.max_concurrent_deletes,
+    )
+    metadata_deleted = _old_metadata_deleted(catalog, before, result.metadata)
+    return _result(options, result, outcome, metadata_deleted)
+
+
+def _check_committed(
+    name: str, before: TableMetadata, plan: ExpirationResult, result: ExpirationResult
+) -> None:
+    """A retried commit selects again on the fresher base; snapshots committed meanwhile are
+    younger than any cutoff, so it can only expire what the plan did (or fewer). Anything
+    else is a bug, and deleting its files could lose data: stop before deleting."""
+    extra = result.expired_snapshot_ids - plan.expired_snapshot_ids
+    if extra:
+        raise JobError(
+            f"the expiry of {name} committed ({result.metadata.metadata_location}) but removed "
+            f"snapshots the plan did not: {sorted(extra)[:10]}; no file was deleted"
+        )
+
+
+def _result(
+    options: ExpireOptions,
+    result: ExpirationResult,
+    outcome: Any,
+    metadata_deleted: int,
+) -> dict[str, Any]:
+    files: UnreachableFiles = result.files
+    deleted = outcome.deleted if outcome is not None else frozenset()
+    counters: dict[str, Any] = {
+        "table": options.table,
+        "dry_run": options.dry_run,
+        "committed": result.committed,
+        "expired_snapshots_count": len(result.expired_snapshot_ids),
+        "expired_snapshot_ids": sorted(result.expired_snapshot_ids),
+        "removed_refs": sorted(result.removed_refs),
+        "deleted_metadata_files_count": metadata_deleted,
+    }
+    for key, attr in KINDS:
+        paths = getattr(files, attr)
+        counters[f"deleted_{key}_count"] = len(paths & deleted)
+        counters[f"unreachable_{key}_count"] = len(paths)
+    failed = dict(outcome.failed) if outcome is not None else {}
+    counters["failed_deletes_count"] = len(failed)
+    counters["failed_deletes"] = dict(sorted(failed.items())[:_MAX_REPORTED_FAILURES])
+    counters["deleted_on_executors"] = bool(outcome is not None and outcome.on_executors)
+    return counters
+
+
+def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
+    args = build_parser().parse_args(argv)
+    options = options_from_args(args)
+    catalog = open_catalog(args)
+    try:
+        return expire(get_session("icefloe-expire-snapshots"), catalog, options)
+    finally:
+        catalog.close()
+
+
+if __name__ == "__main__":
+    sys.exit(run(main))

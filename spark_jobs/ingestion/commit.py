@@ -1,0 +1,63 @@
+"""Committing a batch once: the batch id in the snapshot summary, checked before committing.
+
+An Airflow retry runs the job again with the same `--batch-id`. The job looks for the id in
+the summaries of the branch's snapshots before it starts (the batch went through: nothing to
+do) and again on every commit attempt against the refreshed table, so that two runs of one
+batch racing each other still commit it once: the loser's files are deleted and it reports
+the batch as already committed. The id is only found while its snapshot is in the table's
+history: expiring it forgets the batch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from icecore.commit.producer import SnapshotProducer
+from icecore.errors import CommitConflictError
+from icecore.metadata import TableMetadata
+from icecore.refs import MAIN_BRANCH
+from icecore.snapshots import Snapshot
+
+BATCH_ID = "icefloe.batch-id"
+INGEST_MODE = "icefloe.ingest-mode"
+
+
+class BatchAlreadyCommitted(CommitConflictError):
+    """The batch is in the table already (committed by an earlier or a concurrent run)."""
+
+
+def committed_batch(
+    metadata: TableMetadata, batch_id: str, branch: str = MAIN_BRANCH
+) -> Snapshot | None:
+    """The snapshot of the branch's history that committed `batch_id`, if any."""
+    ref = metadata.refs.get(branch)
+    if ref is None:
+        return None
+    for snapshot in metadata.ancestors_of(ref.snapshot_id):
+        if snapshot.summary is not None and snapshot.summary.get(BATCH_ID) == batch_id:
+            return snapshot
+    return None
+
+
+def guard_batch(producer: SnapshotProducer, batch_id: str) -> SnapshotProducer:
+    """Record `batch_id` in the snapshot and refuse to commit it a second time.
+
+    WORKAROUND (see the report): icecore has no hook for a caller's own validation, so the
+    producer's `_validate` is wrapped on this one instance; each attempt runs it against the
+    refreshed metadata before writing its manifest list.
+    """
+    producer.snapshot_property(BATCH_ID, batch_id)
+    validate: Callable[[TableMetadata, Snapshot | None], None] = producer._validate
+
+    def validate_batch(base: TableMetadata, parent: Snapshot | None) -> None:
+        found = committed_batch(base, batch_id, producer.branch)
+        if found is not None:
+            raise BatchAlreadyCommitted(
+                f"{producer.table.name}: batch {batch_id!r} was committed by snapshot "
+                f"{found.snapshot_id} meanwhile",
+                snapshot_id=found.snapshot_id,
+            )
+        validate(base, parent)
+
+    producer._validate = validate_batch  # type: ignore[method-assign]
+    return producer

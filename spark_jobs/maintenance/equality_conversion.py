@@ -1,0 +1,251 @@
+"""Replacing every live equality delete with position deletes, in one `replace` commit.
+
+Plan (driver, icecore): the live files of the current snapshot, and from the planner, for
+every equality delete file E, the data files it applies to (data sequence number below E's,
+same partition, or any partition for a delete of an unpartitioned spec).
+
+Spark: per set of equality field ids, read only the key columns of the delete files and of
+the data files they apply to (by field id; the data rows with `_metadata.row_index`), join
+on the keys null-safely (an equality delete matches null to null), and keep a match only if
+the planner paired that delete file with that data file. The distinct (file, position)
+pairs are written as position delete files, sorted by (`file_path`, `pos`), one per data
+file partition and task.
+
+Sequence numbers: a position delete applies to the data files named in it whose data
+sequence number is at most its own. Each new file takes the largest data sequence number of
+the equality deletes that applied to its partition's data files: every data file it names
+has a lower one (so it applies to all of them), it is no newer than the starting snapshot
+(so a compaction planned before this commit does not see it as a new delete: the rows it
+names were already deleted, by the equality delete), and the positions it names are in
+files that exist, so it can never apply to anything else.
+
+Conflicts: the commit requires every data file it names to still be live (not replaced or
+overwritten meanwhile: a compaction that kept an older sequence number could have carried
+rows the removed equality delete still deleted into a new file), and removing an equality
+delete that is no longer live is a conflict as well. New data committed meanwhile does not
+matter: the equality deletes never applied to it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import reduce
+from typing import Any
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from icecore.catalog import Catalog
+from icecore.errors import CommitStateUnknownError
+from icecore.manifest import DataFile, FileContent
+from icecore.table import Table
+from spark_jobs.common.errors import JobError
+from spark_jobs.common.session import configure
+from spark_jobs.maintenance.delete_rewrite import DeleteRewrite, with_replanning
+from spark_jobs.maintenance.file_ids import read_with_file_id
+from spark_jobs.maintenance.grouped_deletes import GROUP, finish, write_position_deletes
+from spark_jobs.maintenance.live_files import (
+    LiveDelete,
+    LiveState,
+    PartitionKey,
+    live_state,
+    require_parquet,
+    top_level_fields,
+)
+from spark_jobs.writing.files import RunFiles
+
+JOB = "convert_equality_deletes"
+JOB_PROPERTY = "icefloe.job"
+_D, _R, _POS = "_del", "_data", "_pos"
+
+
+@dataclass(frozen=True)
+class ConvertOptions:
+    table: str
+    max_attempts: int = 3
+
+
+def convert_equality_deletes(
+    spark: SparkSession, catalog: Catalog, options: ConvertOptions
+) -> dict[str, Any]:
+    started = time.monotonic()
+    configure(spark)
+
+    def attempt() -> dict[str, Any]:
+        table = catalog.load_table(options.table)
+        return convert_once(spark, table)
+
+    result = with_replanning(JOB, attempt, options.max_attempts)
+    result["seconds"] = round(time.monotonic() - started, 3)
+    return {"table": options.table, **result}
+
+
+def _counters() -> dict[str, Any]:
+    return {
+        "removed_equality_delete_files": 0,
+        "removed_equality_deletes": 0,
+        "unused_equality_delete_files": 0,
+        "added_position_delete_files": 0,
+        "added_position_deletes": 0,
+        "data_files_scanned": 0,
+        "data_bytes_scanned": 0,
+        "added_bytes": 0,
+    }
+
+
+def convert_once(spark: SparkSession, table: Table) -> dict[str, Any]:
+    """One attempt: plan on the current snapshot, write, commit (CommitConflictError when
+    something committed meanwhile forbids it)."""
+    result = _counters()
+    state = live_state(table)
+    if state is None:
+        return {**result, "status": "empty-table"}
+    equality = state.of_content(FileContent.EQUALITY_DELETES)
+    if not equality:
+        return {
+            **result,
+            "status": "no-equality-deletes",
+            "snapshot_id": state.snapshot.snapshot_id,
+        }
+    used = [d for d in equality if state.applies.get(d.file.file_path)]
+    targets = sorted({t.file.file_path for d in used for t in state.applies[d.file.file_path]})
+    require_parquet([d.file for d in used] + [state.data_by_path[p].file for p in targets])
+
+    data_id = {p: i for i, p in enumerate(targets)}
+    groups, group_of_data, group_seq = _groups(state, used)
+    run = RunFiles(spark, table.io, table.metadata, "convert-eq-deletes")
+    try:
+        if used:
+            matches = _matches(spark, table, state, used, data_id)
+            info = spark.createDataFrame(
+                [(i, p, group_of_data[p]) for p, i in data_id.items()],
+                T.StructType(
+                    [
+                        T.StructField(_R, T.IntegerType()),
+                        T.StructField("file_path", T.StringType()),
+                        T.StructField(GROUP, T.IntegerType()),
+                    ]
+                ),
+            )
+            positions = matches.join(F.broadcast(info), _R).select(
+                "file_path", F.col(_POS).alias("pos"), GROUP
+            )
+            write_position_deletes(run, positions, table.metadata.spec(), groups)
+        added = finish(run, groups)
+        result.update(
+            _commit(
+                table, state, equality=equality, added=added, group_seq=group_seq, targets=targets
+            )
+        )
+    except CommitStateUnknownError:
+        raise
+    except BaseException:
+        run.discard()
+        raise
+    result["removed_equality_delete_files"] = len(equality)
+    result["removed_equality_deletes"] = sum(d.file.record_count for d in equality)
+    result["unused_equality_delete_files"] = len(equality) - len(used)
+    result["added_position_delete_files"] = len(added)
+    result["added_position_deletes"] = sum(f.record_count for f, _ in added)
+    result["added_bytes"] = sum(f.file_size_in_bytes for f, _ in added)
+    result["data_files_scanned"] = len(targets)
+    result["data_bytes_scanned"] = sum(
+        state.data_by_path[p].file.file_size_in_bytes for p in targets
+    )
+    return result
+
+
+def _groups(
+    state: LiveState, used: list[LiveDelete]
+) -> tuple[dict[int, PartitionKey], dict[str, int], dict[int, int]]:
+    """Group ids per data file partition; per group the largest sequence number of the
+    equality deletes applying to its files."""
+    ids: dict[PartitionKey, int] = {}
+    group_of_data: dict[str, int] = {}
+    group_seq: dict[int, int] = {}
+    for d in used:
+        for task in state.applies[d.file.file_path]:
+            key = (task.file.spec_id, tuple(task.file.partition))
+            g = ids.setdefault(key, len(ids))
+            group_of_data[task.file.file_path] = g
+            group_seq[g] = max(group_seq.get(g, 0), d.sequence_number)
+            if task.data_sequence_number >= d.sequence_number:  # the planner's contract
+                raise JobError(
+                    f"planner paired equality delete {d.file.file_path} (seq {d.sequence_number}) "
+                    f"with newer data file {task.file.file_path} (seq {task.data_sequence_number})"
+                )
+    return {g: key for key, g in ids.items()}, group_of_data, group_seq
+
+
+def _matches(
+    spark: SparkSession,
+    table: Table,
+    state: LiveState,
+    used: list[LiveDelete],
+    data_id: Mapping[str, int],
+) -> DataFrame:
+    """(`_data`, `_pos`) of every live row some equality delete deletes, distinct."""
+    schema = table.metadata.schema()
+    by_ids: dict[tuple[int, ...], list[LiveDelete]] = defaultdict(list)
+    for d in used:
+        by_ids[tuple(d.file.equality_ids or ())].append(d)
+    frames = []
+    for ids, deletes in sorted(by_ids.items()):
+        if not ids:
+            raise JobError(f"equality delete {deletes[0].file.file_path} has no equality ids")
+        fields = top_level_fields(schema, ids, deletes[0].file.file_path)
+        delete_paths = [d.file.file_path for d in deletes]
+        delete_id = {p: i for i, p in enumerate(delete_paths)}
+        dk = [f"_dk{n}" for n in range(len(fields))]
+        rk = [f"_rk{n}" for n in range(len(fields))]
+        keys = read_with_file_id(
+            spark, delete_paths, fields, dk, ids=delete_id, id_column=_D
+        ).distinct()
+        paths = sorted({t.file.file_path for d in deletes for t in state.applies[d.file.file_path]})
+        rows = read_with_file_id(
+            spark, paths, fields, rk, ids=data_id, id_column=_R, with_position=_POS
+        )
+        pairs = spark.createDataFrame(
+            [
+                (delete_id[d.file.file_path], data_id[t.file.file_path])
+                for d in deletes
+                for t in state.applies[d.file.file_path]
+            ],
+            T.StructType([T.StructField(_D, T.IntegerType()), T.StructField(_R, T.IntegerType())]),
+        )
+        same = reduce(
+            lambda a, b: a & b, [rows[r].eqNullSafe(keys[d]) for r, d in zip(rk, dk, strict=True)]
+        )
+        matched = rows.join(keys, same).select(rows[_R], rows[_POS], keys[_D])
+        frames.append(matched.join(F.broadcast(pairs), [_D, _R]).select(_R, _POS))
+    return reduce(DataFrame.unionByName, frames).distinct()
+
+
+def _commit(
+    table: Table,
+    state: LiveState,
+    *,
+    equality: list[LiveDelete],
+    added: list[tuple[DataFile, int]],
+    group_seq: Mapping[int, int],
+    targets: list[str],
+) -> dict[str, Any]:
+    rewrite = DeleteRewrite(table).validate_from_snapshot(state.snapshot.snapshot_id)
+    for d in equality:
+        rewrite.delete_file(d.file)
+    for f, g in added:
+        rewrite.add_file(f, data_sequence_number=group_seq[g])
+    rewrite.validate_data_files_exist(targets)
+    rewrite.snapshot_property(JOB_PROPERTY, JOB)
+    committed = rewrite.commit()
+    snapshot = committed.snapshot_by_id(rewrite.snapshot_id)
+    return {
+        "status": "committed",
+        "snapshot_id": snapshot.snapshot_id,
+        "sequence_number": snapshot.sequence_number,
+        "starting_snapshot_id": state.snapshot.snapshot_id,
+    }

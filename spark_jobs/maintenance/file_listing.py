@@ -1,0 +1,97 @@
+"""Listing every file under a table location, in parallel for large tables.
+
+The driver lists the top of the tree itself, directory level by directory level, down to
+`depth` levels; the directories it reached are then listed recursively as a Spark job, one
+task per directory, each executor with its own `FileIO` (built from the catalog's properties).
+With fewer directories than `parallel_threshold` everything is listed on the driver.
+Locations come back spelled with the caller's scheme and authority, which is what makes them
+comparable with the ones the metadata holds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
+
+from pyarrow import fs as pafs
+from pyspark.sql import SparkSession
+
+from icecore.errors import FileError
+from icecore.io import FileIO, ListedFile
+
+DEFAULT_DEPTH = 2
+DEFAULT_PARALLEL_THRESHOLD = 8
+
+
+@dataclass(frozen=True)
+class Listing:
+    files: list[ListedFile]
+    directories_listed_on_executors: int
+
+
+def _children(io: FileIO, location: str) -> tuple[list[ListedFile], list[str]]:
+    """(files, subdirectory locations) directly under `location`."""
+    filesystem, path = io.resolve(location)
+    selector = pafs.FileSelector(path, recursive=False, allow_not_found=True)
+    try:
+        infos = filesystem.get_file_info(selector)
+    except OSError as exc:
+        raise FileError(location, f"cannot list: {exc}") from exc
+    base = location.rstrip("/")
+    files, directories = [], []
+    for info in infos:
+        child = f"{base}/{info.base_name}"
+        if info.type == pafs.FileType.Directory:
+            directories.append(child)
+        elif info.type == pafs.FileType.File:
+            mtime_ms = None if info.mtime_ns is None else info.mtime_ns // 1_000_000
+            files.append(ListedFile(child, int(info.size), mtime_ms))
+    return files, directories
+
+
+def _list_partition(
+    properties: Mapping[str, str],
+) -> Callable[[Iterable[str]], Iterator[tuple[str, int, int | None]]]:
+    def run(locations: Iterable[str]) -> Iterator[tuple[str, int, int | None]]:
+        io = FileIO(properties)
+        for location in locations:
+            for listed in io.list_prefix(location):
+                yield listed.location, listed.size, listed.mtime_ms
+
+    return run
+
+
+def list_files(
+    spark: SparkSession | None,
+    io: FileIO,
+    location: str,
+    *,
+    depth: int = DEFAULT_DEPTH,
+    parallel_threshold: int = DEFAULT_PARALLEL_THRESHOLD,
+) -> Listing:
+    """Every file under the directory `location`, at any depth."""
+    files: list[ListedFile] = []
+    frontier = [location]
+    for _ in range(depth):
+        next_level: list[str] = []
+        for directory in frontier:
+            found, subdirectories = _children(io, directory)
+            files.extend(found)
+            next_level.extend(subdirectories)
+        frontier = next_level
+        if not frontier:
+            break
+    if not frontier:
+        return Listing(files, 0)
+    if spark is None or len(frontier) < parallel_threshold:
+        for directory in frontier:
+            files.extend(io.list_prefix(directory))
+        return Listing(files, 0)
+    slices = min(len(frontier), max(1, spark.sparkContext.defaultParallelism * 4))
+    rows = (
+        spark.sparkContext.parallelize(sorted(frontier), slices)
+        .mapPartitions(_list_partition(dict(io.properties)))
+        .collect()
+    )
+    files.extend(ListedFile(loc, size, mtime) for loc, size, mtime in rows)
+    return Listing(files, len(frontier))

@@ -1,0 +1,128 @@
+"""What a maintenance job plans from, read on the driver with icecore: one snapshot's live
+data files (as scan tasks, each with the delete files that apply to it) and its live delete
+files with their data sequence numbers.
+
+"Which delete file applies to which data file" is taken from icecore's planner, the same
+answer every reader gets (sequence numbers, partition scope, global equality deletes,
+`file_path` bounds). The jobs then only ever keep a delete row for a (delete file, data
+file) pair the planner produced, so they cannot change which rows are live.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+from icecore.expressions import BooleanExpression
+from icecore.manifest import DataFile, FileContent, FileFormat, read_manifest
+from icecore.manifest_list import ManifestContent
+from icecore.projection import inclusive_projection
+from icecore.pruning import PartitionEvaluator
+from icecore.scan import FileScanTask, snapshot_manifests
+from icecore.schema import Schema
+from icecore.snapshots import Snapshot
+from icecore.table import Table
+from icecore.types import NestedField
+from spark_jobs.common.errors import JobError
+
+PartitionKey = tuple[int, tuple[Any, ...]]  # (spec id, partition tuple)
+
+
+@dataclass(frozen=True)
+class LiveDelete:
+    file: DataFile
+    sequence_number: int
+
+    @property
+    def partition_key(self) -> PartitionKey:
+        return self.file.spec_id, tuple(self.file.partition)
+
+
+@dataclass
+class LiveState:
+    """A snapshot's live files and which deletes apply to which data files."""
+
+    table: Table
+    snapshot: Snapshot
+    tasks: list[FileScanTask]
+    deletes: dict[str, LiveDelete]
+    applies: dict[str, list[FileScanTask]] = field(default_factory=dict)
+
+    @cached_property
+    def data_by_path(self) -> dict[str, FileScanTask]:
+        return {t.file.file_path: t for t in self.tasks}
+
+    def of_content(self, content: FileContent) -> list[LiveDelete]:
+        return [d for d in self.deletes.values() if d.file.content == content]
+
+
+def live_state(table: Table, snapshot_id: int | None = None) -> LiveState | None:
+    """The live state of `snapshot_id` (default: current); None for a table without one."""
+    metadata = table.metadata
+    snapshot = (
+        metadata.snapshot_by_id(snapshot_id)
+        if snapshot_id is not None
+        else metadata.current_snapshot()
+    )
+    if snapshot is None:
+        return None
+    deletes: dict[str, LiveDelete] = {}
+    for manifest in snapshot_manifests(table.io, snapshot):
+        if manifest.content != ManifestContent.DELETES:
+            continue
+        spec = metadata.spec_by_id(manifest.partition_spec_id)
+        for entry in read_manifest(table.io, manifest, spec=spec, live_only=True):
+            if entry.sequence_number is None:
+                raise JobError(f"{entry.data_file.file_path} has no data sequence number")
+            deletes[entry.data_file.file_path] = LiveDelete(entry.data_file, entry.sequence_number)
+    tasks = list(table.scan(snapshot_id=snapshot.snapshot_id).plan_files())
+    applies: dict[str, list[FileScanTask]] = defaultdict(list)
+    for task in tasks:
+        for d in task.deletes:
+            applies[d.file_path].append(task)
+    return LiveState(table, snapshot, tasks, deletes, dict(applies))
+
+
+def require_parquet(files: list[DataFile]) -> None:
+    other = [f.file_path for f in files if f.file_format != FileFormat.PARQUET]
+    if other:
+        raise JobError(
+            "the Spark maintenance jobs read Parquet files only; not Parquet: "
+            + ", ".join(other[:5])
+        )
+
+
+def partition_filter(table: Table, where: BooleanExpression | None) -> Any:
+    """A predicate on (spec id, partition) keeping the partitions `where` may match."""
+    if where is None:
+        return lambda key: True
+    metadata = table.metadata
+    evaluators: dict[int, PartitionEvaluator] = {}
+
+    def keep(key: PartitionKey) -> bool:
+        spec_id, partition = key
+        evaluator = evaluators.get(spec_id)
+        if evaluator is None:
+            spec = metadata.spec_by_id(spec_id)
+            projected = inclusive_projection(spec, metadata.schema(), where)
+            evaluator = PartitionEvaluator(spec.partition_type(metadata.schema()), projected)
+            evaluators[spec_id] = evaluator
+        return evaluator.eval(partition)
+
+    return keep
+
+
+def top_level_fields(schema: Schema, ids: Sequence[int], what: str) -> list[NestedField]:
+    """The top-level columns with these field ids. Spark matches Parquet columns by id at
+    the top level only; a nested or dropped key column would silently read as null."""
+    by_id = {f.field_id: f for f in schema.fields}
+    missing = [i for i in ids if i not in by_id]
+    if missing:
+        raise JobError(
+            f"{what}: equality field ids {missing} are not top-level columns of the current "
+            "schema (nested or dropped); the Spark jobs cannot read them"
+        )
+    return [by_id[i] for i in ids]

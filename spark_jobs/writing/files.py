@@ -1,0 +1,197 @@
+"""Spark writes a set of files; this module turns them into the DataFiles a commit adds.
+
+Each job run writes below its own directory, `<data path>/<job>-<uuid>/<file set>/`, with
+the partition directories under it: listing that directory finds exactly the files of this
+run (a table's data directory may hold millions of others), and a failed or abandoned run is
+removed by deleting it. Nothing in the table references these files until the commit, so a
+job killed at any point before it leaves the table as it was.
+
+Spark's writer is told what Iceberg's would do from the table properties: compression
+(`write.parquet.compression-codec`, zstd by default as in Iceberg), row group, page and
+dictionary sizes, and a row limit per file derived from `write.target-file-size-bytes` and
+the table's bytes per row so far. Hadoop's `_SUCCESS` marker and local `.crc` side files are
+switched off: in a table directory they would only be orphans.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from pyspark.sql import DataFrame, SparkSession
+
+from icecore.delete_index import DELETE_FILE_PATH_ID
+from icecore.errors import FileError
+from icecore.io import FileIO
+from icecore.manifest import DataFile, FileContent, FileFormat
+from icecore.metadata import TableMetadata
+from icecore.partitioning import PartitionSpec
+from icecore.schema import Schema
+from icecore.types import LongType, NestedField, StringType
+from spark_jobs.writing.layout import PartitionLayout
+from spark_jobs.writing.metrics import MetricsConfig, describe_files
+
+DATA_PATH = "write.data.path"
+TARGET_FILE_SIZE = ("write.target-file-size-bytes", 512 * 1024 * 1024)
+
+# Reserved columns of position delete files (spec: "Position Delete Files").
+DELETE_FILE_PATH = NestedField(DELETE_FILE_PATH_ID, "file_path", StringType(), required=True)
+DELETE_POS = NestedField(2147483545, "pos", LongType(), required=True)
+POSITION_DELETE_SCHEMA = Schema((DELETE_FILE_PATH, DELETE_POS))
+
+# Iceberg table property -> (Spark Parquet writer option, Iceberg's default).
+_PARQUET_OPTIONS = {
+    "write.parquet.compression-codec": ("compression", "zstd"),
+    "write.parquet.compression-level": ("parquet.compression.codec.zstd.level", None),
+    "write.parquet.row-group-size-bytes": ("parquet.block.size", str(128 * 1024 * 1024)),
+    "write.parquet.page-size-bytes": ("parquet.page.size", str(1024 * 1024)),
+    "write.parquet.dict-size-bytes": ("parquet.dictionary.page.size", str(2 * 1024 * 1024)),
+}
+_HADOOP_OPTIONS = {
+    "mapreduce.fileoutputcommitter.marksuccessfuljobs": "false",
+    # Only affects file: locations: write without the ChecksumFileSystem's .crc files.
+    "fs.file.impl": "org.apache.hadoop.fs.RawLocalFileSystem",
+    "fs.file.impl.disable.cache": "true",
+}
+
+
+@dataclass(frozen=True)
+class FileSet:
+    """One kind of file a write produces, and how its manifest entries are described."""
+
+    name: str
+    content: FileContent
+    schema: Schema
+    spec: PartitionSpec
+    layout: PartitionLayout | None
+    metrics: MetricsConfig
+    equality_ids: list[int] | None = None
+    sort_order_id: int | None = None
+    options: Mapping[str, str] = field(default_factory=dict)
+
+
+def data_location(metadata: TableMetadata) -> str:
+    return (metadata.property(DATA_PATH) or f"{metadata.location}/data").rstrip("/")
+
+
+def parquet_options(properties: Mapping[str, str]) -> dict[str, str]:
+    options = dict(_HADOOP_OPTIONS)
+    for prop, (option, default) in _PARQUET_OPTIONS.items():
+        value = properties.get(prop, default)
+        if value is not None:
+            options[option] = value.lower() if option == "compression" else value
+    if options.get("compression") == "uncompressed":
+        options["compression"] = "none"
+    return options
+
+
+def rows_per_file(metadata: TableMetadata) -> int | None:
+    """Rows per file that reach `write.target-file-size-bytes` at the table's average bytes
+    per row so far; None (no limit) for a table without data yet."""
+    target = metadata.property_as_int(*TARGET_FILE_SIZE)
+    snapshot = metadata.current_snapshot()
+    summary = snapshot.summary if snapshot is not None else None
+    if summary is None:
+        return None
+    try:
+        size = int(summary.get("total-files-size") or 0)
+        records = int(summary.get("total-records") or 0)
+    except ValueError:
+        return None
+    if size <= 0 or records <= 0:
+        return None
+    return max(1, int(target / (size / records)))
+
+
+class RunFiles:
+    """The files one job run writes for one table, below one directory of its own."""
+
+    def __init__(
+        self,
+        spark: SparkSession,
+        io: FileIO,
+        metadata: TableMetadata,
+        job: str,
+        io_properties: Mapping[str, str] | None = None,
+    ) -> None:
+        self.spark = spark
+        self.io = io
+        self.metadata = metadata
+        self.location = f"{data_location(metadata)}/{job}-{uuid.uuid4()}"
+        self.io_properties = dict(io_properties or io.properties)
+        self.options = parquet_options(metadata.properties)
+        self._written: list[tuple[str, FileSet]] = []
+
+    def write(
+        self, frame: DataFrame, file_set: FileSet, max_records: int | None = None
+    ) -> list[str]:
+        """Write `frame` (the file set's columns, then its partition columns); the locations
+        of the files it became, described later, all at once, by `files()`."""
+        location = self.location_of(file_set)
+        writer = frame.write.mode("append").options(**self.options, **file_set.options)
+        if max_records:
+            writer = writer.option("maxRecordsPerFile", str(max_records))
+        if file_set.layout is not None and file_set.layout.is_partitioned:
+            writer = writer.partitionBy(*file_set.layout.names)
+        writer.parquet(location)
+        listed = [
+            f.location for f in self.io.list_prefix(location) if f.location.endswith(".parquet")
+        ]
+        self._written.extend((path, file_set) for path in sorted(listed))
+        return sorted(listed)
+
+    def location_of(self, file_set: FileSet) -> str:
+        return f"{self.location}/{file_set.name}"
+
+    def files(self) -> list[DataFile]:
+        """Every file written so far as a DataFile, metrics from the footers (one Spark job)."""
+        metrics = describe_files(
+            self.spark,
+            [(path, fs.schema, fs.metrics) for path, fs in self._written],
+            self.io_properties,
+        )
+        out = []
+        for path, file_set in self._written:
+            relative = path[len(self.location_of(file_set)) + 1 :]
+            out.append(_data_file(path, relative, file_set, metrics))
+        return out
+
+    def discard(self) -> None:
+        """Delete everything this run wrote (best effort: what stays is only an orphan)."""
+        filesystem, path = self.io.resolve(self.location)
+        try:
+            filesystem.delete_dir(path)
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            raise FileError(self.location, f"cannot delete the run's files: {exc}") from exc
+
+
+def _data_file(
+    location: str, relative: str, file_set: FileSet, metrics: Mapping[str, dict[str, Any]]
+) -> DataFile:
+    layout = file_set.layout
+    if layout is not None and layout.is_partitioned:
+        partition = layout.partition_of(relative)
+    else:
+        partition = tuple(None for _ in file_set.spec.fields)
+    described = metrics[location]
+    referenced = None
+    if file_set.content == FileContent.POSITION_DELETES:
+        low = described["lower_bounds"].get(DELETE_FILE_PATH_ID)
+        high = described["upper_bounds"].get(DELETE_FILE_PATH_ID)
+        if low is not None and low == high:
+            referenced = low.decode("utf-8")
+    return DataFile(
+        file_path=location,
+        file_format=FileFormat.PARQUET,
+        partition=partition,
+        content=file_set.content,
+        equality_ids=file_set.equality_ids,
+        sort_order_id=file_set.sort_order_id,
+        referenced_data_file=referenced,
+        spec_id=file_set.spec.spec_id,
+        **described,
+    )

@@ -1,0 +1,328 @@
+"""Manifest metrics of a Parquet file from its footer, as Iceberg writers record them.
+
+Runs on the executors (`describe_files`): each task opens the files it is given, reads only
+the footer, and returns record count, size, split offsets and, per column field id, the
+column size, value, null and NaN counts and the lower and upper bounds, in the manifest's
+single-value binary form. The driver never reads data to describe a file.
+
+Metrics modes follow Iceberg's table properties: `write.metadata.metrics.default`
+(`truncate(16)` unless set), `write.metadata.metrics.column.<name>` per column, and, without
+an explicit default, only the first `write.metadata.metrics.max-inferred-column-defaults`
+(100) leaf columns get metrics. `none` records nothing, `counts` no bounds, `truncate(N)`
+shortens string and binary bounds to N characters or bytes (the upper bound rounded up, or
+dropped when it cannot be), `full` keeps them whole.
+
+What a footer cannot tell is left out, as "unknown" in the spec's sense: Parquet statistics
+hold no NaN count, but parquet-java orders NaN above every number, so a float column whose
+maximum is not NaN has none (count 0, bounds kept) while one whose maximum is NaN gets
+neither a NaN count nor bounds. Columns without statistics (e.g. values over 4 KiB) get no
+null count and no bounds.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from pyspark.sql import SparkSession
+
+from icecore.conversions import (
+    to_bytes,
+    truncate_lower_bound,
+    truncate_upper_bound,
+    unscaled_to_decimal,
+)
+from icecore.io import FileIO
+from icecore.schema import Schema
+from icecore.types import (
+    BinaryType,
+    DecimalType,
+    DoubleType,
+    FloatType,
+    IcebergType,
+    NestedField,
+    StringType,
+    StructType,
+)
+from spark_jobs.common.errors import JobError
+
+DEFAULT_MODE = "write.metadata.metrics.default"
+COLUMN_MODE_PREFIX = "write.metadata.metrics.column."
+MAX_INFERRED = ("write.metadata.metrics.max-inferred-column-defaults", 100)
+FIELD_ID = b"PARQUET:field_id"
+_TRUNCATE = re.compile(r"truncate\((\d+)\)")
+_MAX_TASKS = 256
+
+
+@dataclass(frozen=True)
+class MetricsConfig:
+    """Metrics mode per field id: "none", "counts", "full" or "truncate(N)"."""
+
+    default: str = "truncate(16)"
+    columns: Mapping[int, str] = field(default_factory=dict)
+
+    def mode(self, field_id: int) -> str:
+        return self.columns.get(field_id, self.default)
+
+    @classmethod
+    def for_table(cls, properties: Mapping[str, str], schema: Schema) -> MetricsConfig:
+        explicit = properties.get(DEFAULT_MODE)
+        default = _check_mode(explicit or "truncate(16)", DEFAULT_MODE)
+        columns: dict[int, str] = {}
+        if explicit is None:
+            limit = int(properties.get(MAX_INFERRED[0], MAX_INFERRED[1]))
+            for _, leaf in _leaves(schema.fields)[limit:]:
+                columns[leaf.field_id] = "none"
+        for key, value in properties.items():
+            if key.startswith(COLUMN_MODE_PREFIX):
+                name = key[len(COLUMN_MODE_PREFIX) :]
+                try:
+                    field_id = schema.find_field(name).field_id
+                except Exception:
+                    continue  # a setting for a column since dropped
+                columns[field_id] = _check_mode(value, key)
+        return cls(default, columns)
+
+    @classmethod
+    def full(cls) -> MetricsConfig:
+        """Position delete files: Java keeps `file_path` and `pos` bounds whole, which lets
+        readers tell which data file a delete file is for."""
+        return cls("full")
+
+    def to_json(self) -> dict[str, Any]:
+        return {"default": self.default, "columns": {str(k): v for k, v in self.columns.items()}}
+
+    @classmethod
+    def from_json(cls, obj: Mapping[str, Any]) -> MetricsConfig:
+        return cls(obj["default"], {int(k): v for k, v in obj["columns"].items()})
+
+
+def _check_mode(value: str, key: str) -> str:
+    mode = value.strip().lower()
+    if mode in ("none", "counts", "full") or _TRUNCATE.fullmatch(mode):
+        return mode
+    raise JobError(f"table property {key} must be none, counts, full or truncate(N): {value!r}")
+
+
+def _leaves(fields: Iterable[NestedField], prefix: str = "") -> list[tuple[str, NestedField]]:
+    """(Parquet column path, field) of the primitive fields reached through structs."""
+    out: list[tuple[str, NestedField]] = []
+    for f in fields:
+        if isinstance(f.field_type, StructType):
+            out.extend(_leaves(f.field_type.fields, f"{prefix}{f.name}."))
+        elif f.field_type.is_primitive:
+            out.append((prefix + f.name, f))
+    return out
+
+
+# Reading one footer -----------------------------------------------------------------------
+
+
+@dataclass
+class _Column:
+    """Running totals of one column over a file's row groups."""
+
+    iceberg_type: IcebergType
+    size: int = 0
+    values: int = 0
+    nulls: int | None = 0
+    lower: Any = None
+    upper: Any = None
+    bounds_known: bool = True
+    nan_free: bool = True
+
+    def add(self, chunk: pq.ColumnChunkMetaData) -> None:
+        self.size += chunk.total_compressed_size
+        self.values += chunk.num_values
+        stats = chunk.statistics
+        if stats is None or not stats.has_null_count:
+            self.nulls = None
+            self.bounds_known = False
+            return
+        if self.nulls is not None:
+            self.nulls += stats.null_count
+        if stats.null_count == chunk.num_values:
+            return  # only nulls: nothing to bound
+        if not stats.has_min_max:
+            self.bounds_known = False
+            return
+        low = _value(self.iceberg_type, stats.min_raw)
+        high = _value(self.iceberg_type, stats.max_raw)
+        if _is_nan(low) or _is_nan(high):
+            self.nan_free = False
+            self.bounds_known = False
+            return
+        self.lower = low if self.lower is None or low < self.lower else self.lower
+        self.upper = high if self.upper is None or high > self.upper else self.upper
+
+
+def _is_nan(value: Any) -> bool:
+    return isinstance(value, float) and math.isnan(value)
+
+
+def _value(t: IcebergType, raw: Any) -> Any:
+    """A statistics value (Parquet physical form) as icecore's in-memory value."""
+    if isinstance(t, DecimalType):
+        unscaled = raw if isinstance(raw, int) else int.from_bytes(raw, "big", signed=True)
+        return unscaled_to_decimal(t, unscaled)
+    if isinstance(t, StringType):
+        return bytes(raw).decode("utf-8")
+    if isinstance(t, BinaryType):
+        return bytes(raw)
+    if isinstance(t, FloatType | DoubleType):
+        return float(raw)
+    return raw
+
+
+def _field_ids(schema: pa.Schema) -> dict[str, int]:
+    """Parquet column path -> field id, from the ids written in the file itself."""
+    out: dict[str, int] = {}
+
+    def visit(f: pa.Field, prefix: str) -> None:
+        path = prefix + f.name
+        if pa.types.is_struct(f.type):
+            for i in range(f.type.num_fields):
+                visit(f.type.field(i), path + ".")
+        elif f.metadata and FIELD_ID in f.metadata:
+            out[path] = int(f.metadata[FIELD_ID])
+
+    for f in schema:
+        visit(f, "")
+    return out
+
+
+def footer_metrics(
+    io: FileIO, location: str, schema: Schema, config: MetricsConfig
+) -> dict[str, Any]:
+    """The metrics of one file, JSON-ready (bounds as hex)."""
+    with io.open_input(location) as handle:
+        size = handle.size()
+        parquet = pq.ParquetFile(handle)
+        footer = parquet.metadata
+        ids = _field_ids(parquet.schema_arrow)
+    types = {f.field_id: f.field_type for _, f in _leaves(schema.fields)}
+    columns: dict[int, _Column] = {}
+    offsets = []
+    for g in range(footer.num_row_groups):
+        group = footer.row_group(g)
+        if group.num_columns:
+            first = group.column(0)
+            start = first.data_page_offset
+            if first.has_dictionary_page and first.dictionary_page_offset:
+                start = min(start, first.dictionary_page_offset)
+            offsets.append(start)
+        for c in range(group.num_columns):
+            chunk = group.column(c)
+            field_id = ids.get(chunk.path_in_schema)
+            if field_id is None or field_id not in types or config.mode(field_id) == "none":
+                continue
+            columns.setdefault(field_id, _Column(types[field_id])).add(chunk)
+    result: dict[str, Any] = {
+        "record_count": footer.num_rows,
+        "file_size": size,
+        "split_offsets": sorted(offsets),
+        "column_sizes": {},
+        "value_counts": {},
+        "null_value_counts": {},
+        "nan_value_counts": {},
+        "lower_bounds": {},
+        "upper_bounds": {},
+    }
+    for field_id, column in columns.items():
+        key = str(field_id)
+        result["column_sizes"][key] = column.size
+        result["value_counts"][key] = column.values
+        if column.nulls is not None:
+            result["null_value_counts"][key] = column.nulls
+        t = column.iceberg_type
+        if isinstance(t, FloatType | DoubleType) and column.nulls is not None and column.nan_free:
+            result["nan_value_counts"][key] = 0
+        mode = config.mode(field_id)
+        if mode == "counts" or not column.bounds_known or column.lower is None:
+            continue
+        lower, upper = column.lower, column.upper
+        if match := _TRUNCATE.fullmatch(mode):
+            width = int(match.group(1))
+            lower = truncate_lower_bound(t, lower, width)
+            upper = truncate_upper_bound(t, upper, width)
+        result["lower_bounds"][key] = to_bytes(t, lower).hex()
+        if upper is not None:
+            result["upper_bounds"][key] = to_bytes(t, upper).hex()
+    return result
+
+
+# On the executors ---------------------------------------------------------------------------
+
+
+def _describe_batches(batches: Iterator[pa.RecordBatch], payload: str) -> Iterator[pa.RecordBatch]:
+    spec = json.loads(payload)
+    io = FileIO(spec["io"])
+    kinds = [
+        (Schema.from_json(kind["schema"]), MetricsConfig.from_json(kind["config"]))
+        for kind in spec["kinds"]
+    ]
+    files = spec["files"]
+    for batch in batches:
+        chosen = [files[i] for i in batch.column(0).to_pylist()]
+        metrics = [json.dumps(footer_metrics(io, loc, *kinds[kind])) for loc, kind in chosen]
+        yield pa.RecordBatch.from_arrays(
+            [pa.array([loc for loc, _ in chosen], pa.string()), pa.array(metrics, pa.string())],
+            names=["location", "metrics"],
+        )
+
+
+def describe_files(
+    spark: SparkSession,
+    files: Sequence[tuple[str, Schema, MetricsConfig]],
+    io_properties: Mapping[str, str],
+) -> dict[str, dict[str, Any]]:
+    """Footer metrics of each (location, file schema, metrics config), computed by Spark
+    tasks in one job, whatever kinds of files a run wrote.
+
+    The file list travels with the task closure and each task takes the files of its slice
+    of `range(len(files))`: one stage, no shuffle, which matters for a job that does little
+    work per file.
+    """
+    if not files:
+        return {}
+    kinds: list[tuple[Schema, MetricsConfig]] = []
+    entries = []
+    for location, schema, config in files:
+        if (schema, config) not in kinds:
+            kinds.append((schema, config))
+        entries.append((location, kinds.index((schema, config))))
+    payload = json.dumps(
+        {
+            "io": dict(io_properties),
+            "kinds": [{"schema": s.to_json(), "config": c.to_json()} for s, c in kinds],
+            "files": entries,
+        }
+    )
+    tasks = min(len(entries), _MAX_TASKS)
+    described = (
+        spark.range(0, len(entries), 1, tasks)
+        .mapInArrow(partial(_describe_batches, payload=payload), "location string, metrics string")
+        .collect()
+    )
+    return {row["location"]: decode(json.loads(row["metrics"])) for row in described}
+
+
+def decode(obj: dict[str, Any]) -> dict[str, Any]:
+    """The JSON form back as DataFile keyword values (int keys, bytes bounds)."""
+    out: dict[str, Any] = {
+        "record_count": obj["record_count"],
+        "file_size_in_bytes": obj["file_size"],
+        "split_offsets": obj["split_offsets"] or None,
+    }
+    for name in ("column_sizes", "value_counts", "null_value_counts", "nan_value_counts"):
+        out[name] = {int(k): v for k, v in obj[name].items()}
+    for name in ("lower_bounds", "upper_bounds"):
+        out[name] = {int(k): bytes.fromhex(v) for k, v in obj[name].items()}
+    return out

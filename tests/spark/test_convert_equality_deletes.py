@@ -1,0 +1,173 @@
+"""convert_equality_deletes on tables the ingestion job wrote: afterwards no equality delete
+is live, every reader (DuckDB, icecore's planner, PyIceberg) returns the same rows as before,
+and the new position deletes carry sequence numbers that apply to exactly their files."""
+
+from __future__ import annotations
+
+import datetime as dt
+import io
+import json
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pytest
+from pyspark.sql import SparkSession
+
+from icecore.catalog import SqlCatalog
+from icecore.manifest import FileContent
+from spark_jobs.common.cli import run
+from spark_jobs.common.packaging import ROOT, build_zip
+from spark_jobs.convert_equality_deletes import main
+from spark_jobs.maintenance import equality_conversion
+from spark_jobs.maintenance.equality_conversion import ConvertOptions, convert_equality_deletes
+from tests.spark.delete_tables import TABLE, build, cdc, live, rows
+from tests.support.duckdb import duck_connection  # noqa: F401 - provides the `duck` fixture
+from tests.support.reader import scan_rows
+
+
+def _check_sequence_numbers(table: Any, before: dict[FileContent, list[Any]]) -> None:
+    after = live(table)
+    data_seq = {e.data_file.file_path: e.sequence_number for e in after[FileContent.DATA]}
+    max_eq = max(e.sequence_number for e in before[FileContent.EQUALITY_DELETES])
+    old = {e.data_file.file_path for e in before[FileContent.POSITION_DELETES]}
+    new = [e for e in after[FileContent.POSITION_DELETES] if e.data_file.file_path not in old]
+    assert new
+    for entry in new:
+        f = entry.data_file
+        assert f.lower_bounds is not None and f.upper_bounds is not None
+        low = f.lower_bounds[2147483546].decode()
+        high = f.upper_bounds[2147483546].decode()
+        named = [p for p in data_seq if low <= p <= high]
+        assert named, "a position delete naming no live data file"
+        assert all(data_seq[p] <= entry.sequence_number for p in named)
+        assert entry.sequence_number <= max_eq
+
+
+@pytest.mark.parametrize(
+    ("partition_by", "respec"),
+    [(None, None), ("bucket(3, id)", "ts:day"), ("day(ts)", None)],
+    ids=["unpartitioned", "two-specs", "global-deletes"],
+)
+def test_conversion_keeps_rows(
+    spark: SparkSession,
+    catalog: SqlCatalog,
+    duck: duckdb.DuckDBPyConnection,
+    partition_by: str | None,
+    respec: str | None,
+) -> None:
+    build(spark, catalog, 4, partition_by, seed=7, respec=respec, size=20)
+    table = catalog.load_table(TABLE)
+    before_files = live(table)
+    assert before_files[FileContent.EQUALITY_DELETES]
+    # Before: DuckDB trips over the spec change's null partition values (see delete_tables).
+    expected = rows(table, duck if respec is None else None)
+    start = table.metadata.current_snapshot()
+
+    result = convert_equality_deletes(spark, catalog, ConvertOptions(TABLE))
+
+    table = catalog.load_table(TABLE)
+    after_files = live(table)
+    assert not after_files[FileContent.EQUALITY_DELETES]
+    assert rows(table, duck) == expected  # PyIceberg included: no equality delete is live
+    assert result["status"] == "committed" and result["attempts"] == 1
+    assert result["removed_equality_delete_files"] == len(
+        before_files[FileContent.EQUALITY_DELETES]
+    )
+    assert result["added_position_delete_files"] == len(
+        after_files[FileContent.POSITION_DELETES]
+    ) - len(before_files[FileContent.POSITION_DELETES])
+    snapshot = table.metadata.current_snapshot()
+    assert snapshot.operation.value == "replace"
+    assert snapshot.sequence_number == start.sequence_number + 1
+    _check_sequence_numbers(table, before_files)
+    # Nothing left to do: a second run commits nothing.
+    again = convert_equality_deletes(spark, catalog, ConvertOptions(TABLE))
+    assert again["status"] == "no-equality-deletes"
+
+
+def test_concurrent_rewrite_of_a_target_conflicts_then_replans(
+    spark: SparkSession,
+    catalog: SqlCatalog,
+    duck: duckdb.DuckDBPyConnection,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A data file the conversion names is replaced (keeping its sequence number, as a
+    compaction with use-starting-sequence-number may) between planning and commit: the
+    commit must fail naming that snapshot, and the job re-plans and succeeds."""
+    build(spark, catalog, 3, None, seed=2)
+    table = catalog.load_table(TABLE)
+    expected = rows(table, duck)
+    real_commit = equality_conversion._commit
+    raced: list[int] = []
+
+    def racing_commit(table: Any, state: Any, **kwargs: Any) -> Any:
+        if not raced:
+            other = catalog.load_table(TABLE)
+            # A file without position deletes: copying it loses none.
+            task = next(t for t in state.tasks if t.equality_deletes and not t.position_deletes)
+            copy = task.file.file_path.replace(".parquet", "-copy.parquet")
+            shutil.copyfile(task.file.file_path, copy)
+            rewrite = other.new_rewrite().rewrite_files(
+                [task.file], [replace(task.file, file_path=copy)]
+            )
+            rewrite.data_sequence_number(task.data_sequence_number).commit()
+            raced.append(rewrite.snapshot_id)
+        return real_commit(table, state, **kwargs)
+
+    monkeypatch.setattr(equality_conversion, "_commit", racing_commit)
+    result = convert_equality_deletes(spark, catalog, ConvertOptions(TABLE))
+    assert result["attempts"] == 2
+    assert len(result["conflicts"]) == 1 and str(raced[0]) in result["conflicts"][0]
+    assert "missing data file" in result["conflicts"][0]
+    table = catalog.load_table(TABLE)
+    assert not live(table)[FileContent.EQUALITY_DELETES]
+    assert rows(table, duck) == expected
+
+
+def test_cli_without_equality_deletes(
+    catalog: SqlCatalog, spark: SparkSession, warehouse: Any
+) -> None:
+    build(spark, catalog, 1, None, seed=1)
+    result = main(["--warehouse", str(warehouse), "--table", TABLE])
+    assert result["status"] == "no-equality-deletes"
+
+
+def test_spark_submit(
+    spark: SparkSession, catalog: SqlCatalog, warehouse: Path, tmp_path: Path
+) -> None:
+    """The one real spark-submit run of the delete-file jobs (shared CLI contract)."""
+    day = dt.datetime(2024, 1, 1)
+    cdc(spark, catalog, [(i, f"a{i}", day, "I") for i in range(6)])
+    cdc(spark, catalog, [(1, "u", day, "U"), (2, "", day, "D")])
+    package = build_zip(tmp_path / "dist" / "icefloe.zip")
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
+    command = [
+        str(Path(sys.executable).parent / "spark-submit"),
+        "--master", "local[2]",
+        "--conf", "spark.ui.enabled=false",
+        "--conf", "spark.sql.shuffle.partitions=2",
+        "--py-files", str(package),
+        str(ROOT / "spark_jobs" / "convert_equality_deletes.py"),
+        "--warehouse", str(warehouse), "--table", TABLE,
+    ]  # fmt: skip
+    done = subprocess.run(
+        command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300, check=False
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["status"] == "committed" and result["added_position_deletes"] == 2
+    table = catalog.load_table(TABLE)
+    assert not live(table)[FileContent.EQUALITY_DELETES]
+    got = sorted((r["id"], r["v"]) for r in scan_rows(table.io, table.metadata))
+    assert got == [(0, "a0"), (1, "u"), (3, "a3"), (4, "a4"), (5, "a5")]
+
+    out, err = io.StringIO(), io.StringIO()
+    argv = ["--warehouse", str(warehouse), "--table", "db.missing"]
+    assert run(main, argv, stdout=out, stderr=err) == 1
+    assert err.getvalue().strip().splitlines()[-1]

@@ -1,0 +1,151 @@
+"""The job as Airflow runs it: `spark-submit spark_jobs/ingest.py ...` in its own process.
+
+icecore and spark_jobs travel in a zip built on the fly and given to `--py-files` (the
+documented way to ship them); the last stdout line must be the JSON counters. A run killed
+while it writes must leave the table exactly as it was, and running the batch again then
+commits it once. These tests pay for real Spark processes, so there are only two; the
+command-line contract itself (exit codes, one-line causes) is checked in process.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+from pyiceberg.table import StaticTable
+from pyspark.sql import SparkSession
+
+from icecore.catalog import SqlCatalog
+from spark_jobs.common.cli import run
+from spark_jobs.common.packaging import build_zip
+from spark_jobs.ingest import main
+from spark_jobs.ingestion.job import ingest
+from spark_jobs.ingestion.options import IngestOptions
+
+ROOT = Path(__file__).resolve().parents[2]
+SPARK_SUBMIT = Path(sys.executable).parent / "spark-submit"
+CSV = (
+    "id,name,ts\n"
+    "1,alpha,2024-01-07T10:00:00Z\n"
+    "2,beta,2024-01-08T11:00:00Z\n"
+    "3,,2024-01-08T12:00:00Z\n"
+)
+
+
+def _submit(tmp_path: Path, args: Sequence[str]) -> subprocess.Popen[str]:
+    package = build_zip(tmp_path / "dist" / "icefloe.zip")
+    env = {
+        **os.environ,
+        "PYSPARK_PYTHON": sys.executable,
+        "PYSPARK_DRIVER_PYTHON": sys.executable,
+    }
+    command = [
+        str(SPARK_SUBMIT),
+        "--master", "local[2]",
+        "--conf", "spark.ui.enabled=false",
+        "--conf", "spark.sql.shuffle.partitions=2",
+        "--py-files", str(package),
+        str(ROOT / "spark_jobs" / "ingest.py"),
+        *args,
+    ]  # fmt: skip
+    return subprocess.Popen(
+        command,
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,  # so that a kill takes the JVM with it
+    )
+
+
+def test_spark_submit_creates_and_appends(tmp_path: Path, warehouse: Path) -> None:
+    source = tmp_path / "batch.csv"
+    source.write_text(CSV)
+    process = _submit(
+        tmp_path,
+        [
+            "--warehouse", str(warehouse),
+            "--table", "db.events",
+            "--source", str(source),
+            "--create",
+            "--partition-by", "day(ts), bucket(4, id)",
+            "--property", "write.parquet.compression-codec=snappy",
+            "--batch-id", "2024-01-08",
+        ],
+    )  # fmt: skip
+    stdout, stderr = process.communicate(timeout=300)
+    assert process.returncode == 0, stderr[-3000:]
+    result = json.loads(stdout.strip().splitlines()[-1])
+    assert result["status"] == "committed"
+    assert (result["table_created"], result["rows"], result["data_files"]) == (True, 3, 3)
+    catalog = SqlCatalog("default", warehouse=warehouse)
+    table = catalog.load_table("db.events")
+    assert table.metadata.properties["write.parquet.compression-codec"] == "snappy"
+    assert all(".snappy.parquet" in t.file.file_path for t in table.scan().plan_files())
+    arrow = StaticTable.from_metadata(table.metadata_location).scan().to_arrow()
+    assert sorted(zip(arrow["id"].to_pylist(), arrow["name"].to_pylist(), strict=True)) == [
+        (1, "alpha"),
+        (2, "beta"),
+        (3, None),
+    ]
+    catalog.close()
+
+
+def test_a_killed_run_leaves_the_table_as_it_was(
+    spark: SparkSession, tmp_path: Path, warehouse: Path, catalog: SqlCatalog
+) -> None:
+    source = tmp_path / "batch.parquet"
+    spark.range(20_000).selectExpr("id", "id % 7 AS k", "uuid() AS payload").write.parquet(
+        str(source)
+    )
+    options = IngestOptions(table="db.k", source=str(source), create=True, batch_id="b")
+    ingest(spark, catalog, IngestOptions(table="db.k", source=str(source), create=True))
+    before = catalog.load_table("db.k")
+    data = Path(before.metadata.location) / "data"
+    runs_before = set(data.iterdir())
+
+    process = _submit(
+        tmp_path,
+        ["--warehouse", str(warehouse), "--table", "db.k", "--source", str(source),
+         "--batch-id", "b"],
+    )  # fmt: skip
+    deadline = time.monotonic() + 240
+    while not set(data.iterdir()) - runs_before:  # the run has started writing files
+        assert process.poll() is None, process.communicate()[1][-3000:]
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    os.killpg(process.pid, signal.SIGKILL)
+    process.communicate(timeout=60)
+
+    after = catalog.load_table("db.k")
+    assert after.metadata_location == before.metadata_location
+    assert after.metadata.snapshots == before.metadata.snapshots
+    # The retry commits the batch once.
+    assert ingest(spark, catalog, options)["status"] == "committed"
+    assert ingest(spark, catalog, options)["status"] == "already-committed"
+    total = sum(t.file.record_count for t in catalog.load_table("db.k").scan().plan_files())
+    assert total == 2 * 20_000
+
+
+def test_command_line_contract(warehouse: Path, tmp_path: Path) -> None:
+    """Failures: exit 1 and a one-line cause last on stderr; usage errors exit 2."""
+    out, err = io.StringIO(), io.StringIO()
+    argv = ["--warehouse", str(warehouse), "--table", "db.none", "--source", str(tmp_path)]
+    assert run(main, argv, stdout=out, stderr=err) == 1
+    assert out.getvalue() == ""
+    assert err.getvalue().splitlines()[-1] == (
+        "JobError: table db.none does not exist (--create creates it)"
+    )
+    with pytest.raises(SystemExit) as usage:
+        main(["--table", "db.t"])
+    assert usage.value.code == 2
+    assert run(main, ["--table", "db.t"], stdout=out, stderr=io.StringIO()) == 2
