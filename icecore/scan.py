@@ -167,6 +167,13 @@ class TableScan:
                 index.add(entry.data_file, _data_sequence_number(entry))
         return index.freeze()
 
+    def delete_entries(self) -> Iterator[ManifestEntry]:
+        """The snapshot's live delete-file entries, with their data sequence numbers, which
+        maintenance jobs need to rewrite deletes without changing what they apply to."""
+        _, delete_manifests = self._manifests()
+        for manifest in delete_manifests:
+            yield from self._live_entries(manifest, include_metrics=False)
+
     def plan_files(self) -> Iterator[FileScanTask]:
         data_manifests, delete_manifests = self._manifests()
         index = self.delete_index(delete_manifests)

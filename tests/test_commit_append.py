@@ -15,14 +15,15 @@ import fastavro
 import pytest
 
 from icecore.catalog.sql import SqlCatalog
-from icecore.errors import CommitFailedError, ValidationError
+from icecore.errors import CommitConflictError, CommitFailedError, ValidationError
 from icecore.manifest import EntryStatus, FileContent
 from icecore.manifest_io import AvroFile
 from icecore.manifest_list import ManifestContent, ManifestListWriter
+from icecore.metadata import TableMetadata
 from icecore.metadata_builder import MetadataBuilder
 from icecore.partitioning import PartitionField, PartitionSpec
 from icecore.refs import MAIN_BRANCH
-from icecore.snapshots import Operation
+from icecore.snapshots import Operation, Snapshot
 from icecore.transforms import parse_transform
 from tests.support.committing import (
     UNPARTITIONED,
@@ -409,3 +410,28 @@ def test_fast_append_re_encodes_a_parent_list_of_another_format(catalog: SqlCata
     assert codec == "null"
     assert manifests(t.table)[1:] == carried
     assert ids(t.table) == [1, 2]
+
+
+def test_caller_check_runs_on_every_attempt_against_the_refreshed_table(
+    catalog: SqlCatalog,
+) -> None:
+    """A caller's rule sees what was committed meanwhile, and refusing leaves nothing behind."""
+    t = CatalogTable.create(catalog, "guarded")
+    stale = t.load()
+    t.table.new_fast_append().append_file(t.data([{"id": 1, "cat": "a"}], name="first")).commit()
+    seen: list[int | None] = []
+
+    def no_second_writer(base: TableMetadata, parent: Snapshot | None) -> None:
+        seen.append(None if parent is None else parent.snapshot_id)
+        if parent is not None:
+            raise CommitConflictError("someone committed first", snapshot_id=parent.snapshot_id)
+
+    op = stale.new_fast_append().append_file(t.data([{"id": 2, "cat": "b"}], name="second"))
+    with pytest.raises(CommitConflictError, match="someone committed first"):
+        op.validate_with(no_second_writer).commit()
+
+    first = t.table.refresh().metadata.current_snapshot()
+    assert first is not None
+    assert seen == [None, first.snapshot_id]  # attempt 1 on the stale base, 2 refreshed
+    assert ids(t.table) == [1]
+    assert metadata_files(t.table) == referenced_files(t.table)

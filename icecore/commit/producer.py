@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 import uuid
 from abc import abstractmethod
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, TypeVar
 
 from icecore.commit.update import TableUpdate
@@ -90,8 +90,16 @@ class SnapshotProducer(TableUpdate):
         self._counts = SummaryCounts()
         self._changed_partitions: set[tuple[int, tuple]] = set()
         self._replaced_manifests = 0
+        self._checks: list[Callable[[TableMetadata, Snapshot | None], None]] = []
 
     # Options ------------------------------------------------------------------------------
+
+    def validate_with(self: P, check: Callable[[TableMetadata, Snapshot | None], None]) -> P:
+        """Run `check(base, branch_head)` on every attempt, after the operation's own
+        validation, against the refreshed metadata: a caller's rule (e.g. "this batch was
+        not committed meanwhile") gets the same retry-safe treatment as Iceberg's."""
+        self._checks.append(check)
+        return self
 
     def snapshot_property(self: P, name: str, value: str) -> P:
         """Add a property to the snapshot summary (e.g. the job that wrote it)."""
@@ -133,6 +141,8 @@ class SnapshotProducer(TableUpdate):
         parent = _branch_head(base, self.branch)
         sequence_number = base.last_sequence_number + 1
         self._validate(base, parent)
+        for check in self._checks:
+            check(base, parent)
         self._list_attempt += 1
         name = f"snap-{self.snapshot_id}-{self._list_attempt}-{self._commit_uuid}.avro"
         location = metadata_file_location(base, name)

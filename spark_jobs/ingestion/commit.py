@@ -10,8 +10,6 @@ history: expiring it forgets the batch.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from icecore.commit.producer import SnapshotProducer
 from icecore.errors import CommitConflictError
 from icecore.metadata import TableMetadata
@@ -40,14 +38,9 @@ def committed_batch(
 
 
 def guard_batch(producer: SnapshotProducer, batch_id: str) -> SnapshotProducer:
-    """Record `batch_id` in the snapshot and refuse to commit it a second time.
-
-    WORKAROUND (see the report): icecore has no hook for a caller's own validation, so the
-    producer's `_validate` is wrapped on this one instance; each attempt runs it against the
-    refreshed metadata before writing its manifest list.
-    """
+    """Record `batch_id` in the snapshot and refuse to commit it a second time; the check
+    runs on every commit attempt against the refreshed metadata."""
     producer.snapshot_property(BATCH_ID, batch_id)
-    validate: Callable[[TableMetadata, Snapshot | None], None] = producer._validate
 
     def validate_batch(base: TableMetadata, parent: Snapshot | None) -> None:
         found = committed_batch(base, batch_id, producer.branch)
@@ -57,7 +50,5 @@ def guard_batch(producer: SnapshotProducer, batch_id: str) -> SnapshotProducer:
                 f"{found.snapshot_id} meanwhile",
                 snapshot_id=found.snapshot_id,
             )
-        validate(base, parent)
 
-    producer._validate = validate_batch  # type: ignore[method-assign]
-    return producer
+    return producer.validate_with(validate_batch)

@@ -215,7 +215,7 @@ def _write_rows(table: Table, run: RunFiles, frame: DataFrame) -> None:
     rows = layout.with_partition_columns(frame.select(*conform(frame.schema, schema.fields)))
     parts = [F.col(quote_name(n)) for n in layout.names]
     order = metadata.sort_order()
-    sort = [*parts, *_sort_columns(schema, order.fields)]
+    sort = [*parts, *sort_columns(schema, order.fields)]
     default_mode = "hash" if layout.is_partitioned else "none"
     distribution = metadata.property(DISTRIBUTION_MODE, default_mode)
     if distribution == "hash" and parts:
@@ -237,7 +237,7 @@ def _write_rows(table: Table, run: RunFiles, frame: DataFrame) -> None:
         raise JobError("the source is empty: nothing to ingest")
 
 
-def _sort_columns(schema: Schema, fields: Sequence[Any]) -> list[Column]:
+def sort_columns(schema: Schema, fields: Sequence[Any]) -> list[Column]:
     columns = []
     for f in fields:
         source = schema.find_field(f.source_id)

@@ -36,7 +36,7 @@ from icecore.sorting import SortOrder
 from icecore.table import Table
 from spark_jobs.common.errors import JobError
 from spark_jobs.common.session import configure
-from spark_jobs.ingestion.job import _sort_columns
+from spark_jobs.ingestion.job import sort_columns
 from spark_jobs.ingestion.table_setup import sort_order as parse_sort_order
 from spark_jobs.maintenance.compaction_plan import (
     TARGET_FILE_SIZE,
@@ -352,7 +352,7 @@ def _arrange(
     repartitioning: bool,
 ) -> DataFrame:
     parts = [F.col(quoted(n)) for n in layout.names]
-    sort = _sort_columns(schema, order.fields) if order is not None else []
+    sort = sort_columns(schema, order.fields) if order is not None else []
     if sort:
         arranged = rows.repartitionByRange(files, *parts, *sort)
     elif repartitioning and parts:

@@ -215,13 +215,11 @@ def plan_compaction(
 
 def _delete_sequence_numbers(scan: TableScan) -> dict[str, int]:
     """Data sequence number of every live delete file of the scan's snapshot."""
-    _, delete_manifests = scan._manifests()
-    index: dict[str, int] = {}
-    for manifest in delete_manifests:
-        for entry in scan._live_entries(manifest, include_metrics=False):
-            if entry.sequence_number is not None:
-                index[entry.data_file.file_path] = entry.sequence_number
-    return index
+    return {
+        entry.data_file.file_path: entry.sequence_number
+        for entry in scan.delete_entries()
+        if entry.sequence_number is not None
+    }
 
 
 def group_tasks(
