@@ -59,7 +59,7 @@ class AvroFile:
         if self._data[:4] != _MAGIC:
             raise self.error("is not an Avro file (bad magic bytes)")
         try:
-            meta, pos = _read_metadata(self._data, 4)
+            meta, pos = read_metadata(self._data, 4)
             self.metadata = {k: v.decode("utf-8") for k, v in meta.items()}
             self.schema: AvroSchema = json.loads(self.metadata["avro.schema"])
         except (IndexError, KeyError, ValueError) as exc:  # ValueError: bad UTF-8, JSON, sizes
@@ -127,7 +127,8 @@ class AvroFile:
             pos = block_end + _SYNC_SIZE
 
 
-def _read_metadata(data: bytes, pos: int) -> tuple[dict[str, bytes], int]:
+def read_metadata(data: bytes, pos: int) -> tuple[dict[str, bytes], int]:
+    """The key-value metadata map of an Avro container header, and the position after it."""
     meta: dict[str, bytes] = {}
     while True:
         count, pos = read_long(data, pos)

@@ -19,9 +19,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import cast
 
-from icecore.avro_decoder import read_bytes, read_long
+from icecore.avro_decoder import read_long
 from icecore.errors import ManifestError
 from icecore.io import FileIO
+from icecore.manifest_io import read_metadata
 from icecore.manifest_list import ManifestFile, ManifestListWriter
 
 _MAGIC = b"Obj\x01"
@@ -47,18 +48,7 @@ def _parse(data: bytes, location: str) -> _Container:
     if data[:4] != _MAGIC:
         raise ManifestError(location, "manifest list is not an Avro file (bad magic bytes)")
     try:
-        metadata: dict[str, bytes] = {}
-        pos = 4
-        while True:
-            count, pos = read_long(data, pos)
-            if count == 0:
-                break
-            if count < 0:
-                count = -count
-                _, pos = read_long(data, pos)
-            for _ in range(count):
-                key, pos = read_bytes(data, pos)
-                metadata[key.decode("utf-8")], pos = read_bytes(data, pos)
+        metadata, pos = read_metadata(data, 4)
     except (IndexError, ValueError, UnicodeDecodeError) as exc:
         raise ManifestError(location, f"manifest list header is corrupt: {exc}") from None
     return _Container(data, metadata, pos + _SYNC_SIZE)
