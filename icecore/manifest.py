@@ -408,25 +408,8 @@ def read_manifest(
             raise avro_file.error(f"has an entry with unknown status {code}")
         if live_only and status is deleted:
             continue
-        (
-            path,
-            raw_format,
-            partition,
-            record_count,
-            file_size,
-            raw_content,
-            column_sizes,
-            value_counts,
-            null_value_counts,
-            nan_value_counts,
-            lower_bounds,
-            upper_bounds,
-            key_metadata,
-            split_offsets,
-            equality_ids,
-            sort_order_id,
-            referenced_data_file,
-        ) = df
+        # `rest`: column_sizes .. referenced_data_file, decoded in DataFile's field order.
+        path, raw_format, partition, record_count, file_size, raw_content, *rest = df
         file_format = formats.get(raw_format) or formats.get(raw_format.upper())
         content = contents.get(raw_content)
         if file_format is None or content is None:
@@ -439,24 +422,7 @@ def read_manifest(
             data_seq.resolve(status, path) if seq is None else seq,
             file_seq.resolve(status, path) if fseq is None else fseq,
             DataFile(
-                path,
-                file_format,
-                partition,
-                record_count,
-                file_size,
-                content,
-                column_sizes,
-                value_counts,
-                null_value_counts,
-                nan_value_counts,
-                lower_bounds,
-                upper_bounds,
-                key_metadata,
-                split_offsets,
-                equality_ids,
-                sort_order_id,
-                referenced_data_file,
-                spec_id,
+                path, file_format, partition, record_count, file_size, content, *rest, spec_id
             ),
         )
 

@@ -7,10 +7,7 @@ from __future__ import annotations
 import datetime as dt
 import io
 import json
-import os
 import shutil
-import subprocess
-import sys
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -22,11 +19,11 @@ from pyspark.sql import SparkSession
 from icecore.catalog import SqlCatalog
 from icecore.manifest import FileContent
 from spark_jobs.common.cli import run
-from spark_jobs.common.packaging import ROOT, build_zip
 from spark_jobs.convert_equality_deletes import main
 from spark_jobs.maintenance import equality_conversion
 from spark_jobs.maintenance.equality_conversion import ConvertOptions, convert_equality_deletes
 from tests.spark.delete_tables import TABLE, build, cdc, live, rows
+from tests.spark.submit import run_job
 from tests.support.duckdb import duck_connection  # noqa: F401 - provides the `duck` fixture
 from tests.support.reader import scan_rows
 
@@ -145,19 +142,8 @@ def test_spark_submit(
     day = dt.datetime(2024, 1, 1)
     cdc(spark, catalog, [(i, f"a{i}", day, "I") for i in range(6)])
     cdc(spark, catalog, [(1, "u", day, "U"), (2, "", day, "D")])
-    package = build_zip(tmp_path / "dist" / "icefloe.zip")
-    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
-    command = [
-        str(Path(sys.executable).parent / "spark-submit"),
-        "--master", "local[2]",
-        "--conf", "spark.ui.enabled=false",
-        "--conf", "spark.sql.shuffle.partitions=2",
-        "--py-files", str(package),
-        str(ROOT / "spark_jobs" / "convert_equality_deletes.py"),
-        "--warehouse", str(warehouse), "--table", TABLE,
-    ]  # fmt: skip
-    done = subprocess.run(
-        command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300, check=False
+    done = run_job(
+        "convert_equality_deletes", tmp_path, ["--warehouse", str(warehouse), "--table", TABLE]
     )
     assert done.returncode == 0, done.stderr[-3000:]
     result = json.loads(done.stdout.strip().splitlines()[-1])

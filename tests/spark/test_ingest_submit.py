@@ -14,7 +14,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -25,13 +24,11 @@ from pyspark.sql import SparkSession
 
 from icecore.catalog import SqlCatalog
 from spark_jobs.common.cli import run
-from spark_jobs.common.packaging import build_zip
 from spark_jobs.ingest import main
 from spark_jobs.ingestion.job import ingest
 from spark_jobs.ingestion.options import IngestOptions
+from tests.spark.submit import submit_command
 
-ROOT = Path(__file__).resolve().parents[2]
-SPARK_SUBMIT = Path(sys.executable).parent / "spark-submit"
 CSV = (
     "id,name,ts\n"
     "1,alpha,2024-01-07T10:00:00Z\n"
@@ -41,21 +38,7 @@ CSV = (
 
 
 def _submit(tmp_path: Path, args: Sequence[str]) -> subprocess.Popen[str]:
-    package = build_zip(tmp_path / "dist" / "icefloe.zip")
-    env = {
-        **os.environ,
-        "PYSPARK_PYTHON": sys.executable,
-        "PYSPARK_DRIVER_PYTHON": sys.executable,
-    }
-    command = [
-        str(SPARK_SUBMIT),
-        "--master", "local[2]",
-        "--conf", "spark.ui.enabled=false",
-        "--conf", "spark.sql.shuffle.partitions=2",
-        "--py-files", str(package),
-        str(ROOT / "spark_jobs" / "ingest.py"),
-        *args,
-    ]  # fmt: skip
+    command, env = submit_command("ingest", tmp_path, args)
     return subprocess.Popen(
         command,
         cwd=tmp_path,

@@ -12,10 +12,7 @@ from __future__ import annotations
 import datetime as dt
 import io
 import json
-import os
 import random
-import subprocess
-import sys
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -33,7 +30,6 @@ from icecore.manifest import FileContent, read_manifest
 from icecore.scan import snapshot_manifests
 from icecore.table import Table
 from spark_jobs.common.cli import run
-from spark_jobs.common.packaging import build_zip
 from spark_jobs.ingestion.job import ingest
 from spark_jobs.ingestion.options import IngestOptions
 from spark_jobs.maintenance.compaction import RewriteDataFilesOptions, compact
@@ -41,6 +37,7 @@ from spark_jobs.rewrite_data_files import build_parser, main, options_from_args
 from spark_jobs.schema import conform
 from spark_jobs.writing.files import POSITION_DELETE_SCHEMA, FileSet, RunFiles
 from spark_jobs.writing.metrics import MetricsConfig
+from tests.spark.submit import run_job
 from tests.support.duckdb import (
     connect,
     duck_connection,  # noqa: F401 - provides the `duck` fixture
@@ -49,7 +46,6 @@ from tests.support.reader import scan_rows
 
 SOURCE_SCHEMA = "id long, v string, ts timestamp_ntz, op string"
 TABLE = "db.events"
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def _batch(rnd: random.Random, b: int, size: int, null_keys: bool) -> list[tuple[Any, ...]]:
@@ -327,20 +323,18 @@ def test_spark_submit_and_command_line(
     _cdc(spark, catalog, [(i, f"a{i}", dt.datetime(2024, 1, 1), "I") for i in range(6)])
     day = dt.datetime(2024, 1, 1)
     _cdc(spark, catalog, [(1, "u", day, "U"), (2, "", day, "D")])
-    package = build_zip(tmp_path / "dist" / "icefloe.zip")
-    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
-    command = [
-        str(Path(sys.executable).parent / "spark-submit"),
-        "--master", "local[2]",
-        "--conf", "spark.ui.enabled=false",
-        "--conf", "spark.sql.shuffle.partitions=2",
-        "--py-files", str(package),
-        str(ROOT / "spark_jobs" / "rewrite_data_files.py"),
-        "--warehouse", str(warehouse), "--table", TABLE,
-        "--min-input-files", "2", "--partial-progress.enabled",
-    ]  # fmt: skip
-    done = subprocess.run(
-        command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300, check=False
+    done = run_job(
+        "rewrite_data_files",
+        tmp_path,
+        [
+            "--warehouse",
+            str(warehouse),
+            "--table",
+            TABLE,
+            "--min-input-files",
+            "2",
+            "--partial-progress.enabled",
+        ],
     )
     assert done.returncode == 0, done.stderr[-3000:]
     result = json.loads(done.stdout.strip().splitlines()[-1])

@@ -1,0 +1,39 @@
+"""A real `spark-submit` of one of our jobs, shipping icecore and spark_jobs as a zip."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from spark_jobs.common.packaging import build_zip
+
+ROOT = Path(__file__).resolve().parents[2]
+SPARK_SUBMIT = Path(sys.executable).parent / "spark-submit"
+
+
+def submit_command(
+    job: str, workdir: Path, args: Sequence[str]
+) -> tuple[list[str], dict[str, str]]:
+    """The command and environment that run `spark_jobs/<job>.py` on local[2]."""
+    package = build_zip(workdir / "dist" / "icefloe.zip")
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
+    command = [
+        str(SPARK_SUBMIT),
+        "--master", "local[2]",
+        "--conf", "spark.ui.enabled=false",
+        "--conf", "spark.sql.shuffle.partitions=2",
+        "--py-files", str(package),
+        str(ROOT / "spark_jobs" / f"{job}.py"),
+        *args,
+    ]  # fmt: skip
+    return command, env
+
+
+def run_job(job: str, workdir: Path, args: Sequence[str]) -> subprocess.CompletedProcess[str]:
+    command, env = submit_command(job, workdir, args)
+    return subprocess.run(
+        command, cwd=workdir, env=env, capture_output=True, text=True, timeout=300, check=False
+    )
