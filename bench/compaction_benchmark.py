@@ -25,6 +25,7 @@ import argparse
 import json
 import os
 import shutil
+import statistics
 import sys
 import tempfile
 import time
@@ -41,7 +42,8 @@ from spark_jobs.common.session import configure
 from spark_jobs.ingestion.job import ingest
 from spark_jobs.ingestion.options import IngestOptions
 from spark_jobs.maintenance.compaction import RewriteDataFilesOptions, compact
-from spark_jobs.maintenance.live_rows import spark_uris
+from spark_jobs.maintenance.equality_conversion import ConvertOptions, convert_equality_deletes
+from spark_jobs.maintenance.file_ids import uri_rows
 from spark_jobs.schema import conform, quoted, spark_schema
 from spark_jobs.writing.files import (
     POSITION_DELETE_SCHEMA,
@@ -79,22 +81,20 @@ def _position_deletes(spark: SparkSession, table: Table) -> int:
     metadata = table.metadata
     schema, spec = metadata.schema(), metadata.spec()
     files = [t.file.file_path for t in _data_tasks(table)]
-    uris = spark_uris(spark, files)
-    mapping = spark.createDataFrame(
-        [(u, p) for p, u in uris.items()], "_uri string, file_path string"
-    )
-    layout = PartitionLayout(spec, schema, ("file_path", "pos"))
-    rows = (
+    raw = (
         spark.read.schema(spark_schema(schema.fields))
         .option("recursiveFileLookup", "true")
         .parquet(*files)
-        .select(
-            *(F.col(quoted(f.name)) for f in schema.fields),
-            F.col("_metadata.file_path").alias("_uri"),
-            F.col("_metadata.row_index").alias("pos"),
-        )
-        .filter(F.col("pos") % 10 == 3)
     )
+    mapping = spark.createDataFrame(
+        uri_rows(raw, files, {p: (p,) for p in files}), "_uri string, file_path string"
+    )
+    layout = PartitionLayout(spec, schema, ("file_path", "pos"))
+    rows = raw.select(
+        *(F.col(quoted(f.name)) for f in schema.fields),
+        F.col("_metadata.file_path").alias("_uri"),
+        F.col("_metadata.row_index").alias("pos"),
+    ).filter(F.col("pos") % 10 == 3)
     rows = layout.with_partition_columns(rows).join(F.broadcast(mapping), "_uri")
     deletes = rows.select("file_path", "pos", *(F.col(quoted(n)) for n in layout.names))
     deletes = deletes.select(
@@ -187,26 +187,75 @@ def duckdb_scan(table: Table, repeat: int) -> tuple[float, tuple[Any, ...]]:
 def plain_rewrite(
     spark: SparkSession, table: Table, paths: list[str], workdir: Path, files: int
 ) -> float:
-    """Spark reads the same data files and writes them again, no deletes, same layout."""
+    """Spark reads the same data files and writes them again, no deletes, same layout:
+    partition values computed, rows shuffled into `files` tasks by partition, sorted."""
     metadata = table.metadata
     schema = metadata.schema()
     layout = PartitionLayout(metadata.spec(), schema, ("file_path", "pos"))
     target = workdir / "plain"
     started = time.perf_counter()
-    rows = (
-        spark.read.schema(spark_schema(schema.fields))
-        .option("recursiveFileLookup", "true")
-        .parquet(*paths)
-    )
+    rows = _read(spark, schema, paths)
     rows = layout.with_partition_columns(rows.select(*conform(rows.schema, schema.fields)))
     parts = [F.col(quoted(n)) for n in layout.names]
     rows = rows.repartition(files, *parts).sortWithinPartitions(*parts)
-    rows.write.options(**parquet_options(metadata.properties)).partitionBy(*layout.names).parquet(
+    writer = rows.write.mode("overwrite").options(**parquet_options(metadata.properties))
+    writer.partitionBy(*layout.names).parquet(str(target))
+    elapsed = time.perf_counter() - started
+    shutil.rmtree(target, ignore_errors=True)
+    return elapsed
+
+
+def plain_copy(
+    spark: SparkSession, table: Table, paths: list[str], workdir: Path, files: int
+) -> float:
+    """The cheapest Spark rewrite of the same files: read, coalesce to `files`, write (no
+    partition columns, no shuffle, no sort)."""
+    metadata = table.metadata
+    schema = metadata.schema()
+    target = workdir / "copy"
+    started = time.perf_counter()
+    rows = _read(spark, schema, paths)
+    rows = rows.select(*conform(rows.schema, schema.fields)).coalesce(files)
+    rows.write.mode("overwrite").options(**parquet_options(metadata.properties)).parquet(
         str(target)
     )
     elapsed = time.perf_counter() - started
     shutil.rmtree(target, ignore_errors=True)
     return elapsed
+
+
+def _read(spark: SparkSession, schema: Any, paths: list[str]) -> DataFrame:
+    return (
+        spark.read.schema(spark_schema(schema.fields))
+        .option("recursiveFileLookup", "true")
+        .parquet(*paths)
+    )
+
+
+def expected_scan(spark: SparkSession, table: Table, paths: list[str]) -> tuple[Any, ...]:
+    """The DuckDB query's answer from the construction rules (position 3 mod 10 and id 7
+    mod 100 deleted), computed by Spark from the original files, not by the jobs."""
+    rows = _read(spark, table.metadata.schema(), paths).filter(
+        (F.col("_metadata.row_index") % 10 != 3) & (F.col("id") % 100 != 7)
+    )
+    found = rows.agg(F.count("*"), F.sum("amount"), F.count_distinct("name")).collect()[0]
+    return tuple(found)
+
+
+def _reset(catalog: SqlCatalog, snapshot_id: int) -> None:
+    """Make `snapshot_id` current again (a timed job's commit is undone between rounds)."""
+    table = catalog.load_table(TABLE)
+    current = table.metadata.current_snapshot()
+    if current is None or current.snapshot_id != snapshot_id:
+        table.manage_snapshots().rollback_to(snapshot_id).commit()
+
+
+def _load() -> float:
+    return round(os.getloadavg()[0], 2)
+
+
+def _median(values: list[float]) -> float:
+    return round(statistics.median(values), 2)
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -224,64 +273,95 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     workdir = Path(args.workdir or tempfile.mkdtemp(prefix="compaction-bench-"))
     catalog = SqlCatalog("default", warehouse=workdir / "wh")
     rows = int(10_000_000 * args.scale)
-    _log(f"building the table: {rows:,} rows")
-    report: dict[str, Any] = {"scale": args.scale, "master": args.master}
-    report["table"] = build(spark, catalog, rows)
+    report: dict[str, Any] = {
+        "scale": args.scale,
+        "master": args.master,
+        "load_average_at_start": _load(),
+    }
+    if args.reuse and (workdir / "table.json").exists():
+        report["table"] = json.loads((workdir / "table.json").read_text())
+        _log(f"reusing the table in {workdir}")
+        _reset(catalog, report["table"]["snapshot_id"])  # a kept run left its compaction
+    else:
+        _log(f"building the table: {rows:,} rows")
+        report["table"] = build(spark, catalog, rows)
+        built = catalog.load_table(TABLE).metadata.current_snapshot()
+        assert built is not None
+        report["table"]["snapshot_id"] = built.snapshot_id
+        (workdir / "table.json").write_text(json.dumps(report["table"]))
     _log(f"table: {report['table']}")
+    if args.build_only:
+        catalog.close()
+        spark.stop()
+        return report
     table = catalog.load_table(TABLE)
     start_snapshot = table.metadata.current_snapshot()
     assert start_snapshot is not None
+    start = start_snapshot.snapshot_id
     original = [t.file.file_path for t in _data_tasks(table)]
+    expected = expected_scan(spark, table, original)
 
-    before, before_result = duckdb_scan(table, args.duckdb_repeat)
-    _log(f"duckdb before: {before:.3f}s {before_result}")
+    before = None
+    if not args.skip_duckdb_before:
+        before, before_result = duckdb_scan(table, args.duckdb_repeat)
+        _log(f"duckdb before: {before:.3f}s {before_result}")
+        assert before_result == expected, (before_result, expected)
 
-    convert_seconds = None
-    try:
-        from spark_jobs.maintenance.equality_conversion import (  # noqa: PLC0415 - optional
-            ConvertOptions,
-            convert_equality_deletes,
-        )
-    except ImportError:
-        convert_equality_deletes = None  # type: ignore[assignment]
-    if convert_equality_deletes is not None:
+    rounds: list[dict[str, Any]] = []
+    result: dict[str, Any] = {}
+    # Round 0 warms up every side alike (JIT, Python workers, page cache) and is not timed.
+    for n in range(args.repeat + 1):
+        last = n == args.repeat
+        measured: dict[str, Any] = {"load_average": _load()}
+        _reset(catalog, start)
         started = time.perf_counter()
         converted = convert_equality_deletes(spark, catalog, ConvertOptions(table=TABLE))
-        convert_seconds = time.perf_counter() - started
-        _log(f"convert_equality_deletes: {convert_seconds:.1f}s {converted}")
-        table = catalog.load_table(TABLE)
-        table.manage_snapshots().rollback_to(start_snapshot.snapshot_id).commit()
-
-    table = catalog.load_table(TABLE)
-    options = RewriteDataFilesOptions(table=TABLE, rewrite_all=True)
-    started = time.perf_counter()
-    result = compact(spark, catalog, options)
-    compaction_seconds = time.perf_counter() - started
-    _log(f"rewrite_data_files: {compaction_seconds:.1f}s {result}")
-
-    plain_seconds = plain_rewrite(
-        spark, catalog.load_table(TABLE), original, workdir, max(1, result["added_data_files"])
-    )
-    _log(f"plain Spark rewrite: {plain_seconds:.1f}s")
+        measured["convert"] = time.perf_counter() - started
+        _log(f"round {n}: convert_equality_deletes {measured['convert']:.1f}s {converted}")
+        _reset(catalog, start)
+        started = time.perf_counter()
+        options = RewriteDataFilesOptions(table=TABLE, rewrite_all=True)
+        result = compact(spark, catalog, options)
+        measured["compaction"] = time.perf_counter() - started
+        _log(f"round {n}: rewrite_data_files {measured['compaction']:.1f}s {result}")
+        files = max(1, result["added_data_files"])
+        if not last:
+            _reset(catalog, start)
+        current = catalog.load_table(TABLE)
+        measured["plain"] = plain_rewrite(spark, current, original, workdir, files)
+        measured["copy"] = plain_copy(spark, current, original, workdir, files)
+        _log(f"round {n}: plain rewrite {measured['plain']:.1f}s, copy {measured['copy']:.1f}s")
+        if n > 0:
+            rounds.append({k: round(v, 2) for k, v in measured.items()})
 
     table = catalog.load_table(TABLE)
     after, after_result = duckdb_scan(table, args.duckdb_repeat)
     _log(f"duckdb after: {after:.3f}s {after_result}")
-    assert after_result == before_result, (before_result, after_result)
+    assert after_result == expected, (after_result, expected)
 
+    compaction = _median([r["compaction"] for r in rounds])
+    plain = _median([r["plain"] for r in rounds])
+    copy = _median([r["copy"] for r in rounds])
+    convert = _median([r["convert"] for r in rounds])
     report.update(
         {
             "compaction": {k: v for k, v in result.items() if k != "commits"},
-            "compaction_seconds": round(compaction_seconds, 2),
-            "plain_rewrite_seconds": round(plain_seconds, 2),
-            "compaction_vs_plain": round(compaction_seconds / plain_seconds, 2),
-            "duckdb_before_seconds": round(before, 3),
+            "rounds": rounds,
+            "compaction_seconds": compaction,
+            "plain_rewrite_seconds": plain,
+            "plain_copy_seconds": copy,
+            "compaction_vs_plain": round(compaction / plain, 2),
+            "compaction_vs_copy": round(compaction / copy, 2),
+            "paired_compaction_vs_plain": [round(r["compaction"] / r["plain"], 2) for r in rounds],
+            "convert_seconds": convert,
+            "convert_vs_compaction": round(convert / compaction, 2),
+            "paired_convert_vs_compaction": [
+                round(r["convert"] / r["compaction"], 2) for r in rounds
+            ],
+            "duckdb_before_seconds": None if before is None else round(before, 3),
             "duckdb_after_seconds": round(after, 3),
-            "duckdb_speedup": round(before / after, 2),
-            "convert_seconds": None if convert_seconds is None else round(convert_seconds, 2),
-            "convert_vs_compaction": None
-            if convert_seconds is None
-            else round(convert_seconds / compaction_seconds, 2),
+            "duckdb_speedup": None if before is None else round(before / after, 2),
+            "load_average_at_end": _load(),
         }
     )
     catalog.close()
@@ -294,18 +374,32 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--scale", type=float, default=1.0, help="1.0 = 10M rows")
+    parser.add_argument("--repeat", type=int, default=3, help="timed rounds (medians reported)")
     parser.add_argument("--master", default="local[*]")
     parser.add_argument("--driver-memory", default="6g")
     parser.add_argument("--shuffle-partitions", type=int, default=8)
     parser.add_argument("--duckdb-repeat", type=int, default=3)
+    parser.add_argument(
+        "--skip-duckdb-before",
+        action="store_true",
+        help="skip DuckDB's scan of the uncompacted table (slow with equality deletes)",
+    )
     parser.add_argument("--workdir")
     parser.add_argument("--keep", action="store_true")
+    parser.add_argument(
+        "--reuse", action="store_true", help="use the table a --keep run left in --workdir"
+    )
+    parser.add_argument(
+        "--build-only", action="store_true", help="build the table into --workdir and stop"
+    )
     args = parser.parse_args()
     report = run(args)
     print(json.dumps(report, sort_keys=True, default=str), flush=True)
-    ok = report["compaction_vs_plain"] <= 2 and report["duckdb_speedup"] >= 3
-    if report["convert_vs_compaction"] is not None:
-        ok = ok and report["convert_vs_compaction"] <= 0.3
+    if args.build_only:
+        return 0
+    ok = report["compaction_vs_plain"] <= 2 and report["convert_vs_compaction"] <= 0.3
+    if report["duckdb_speedup"] is not None:
+        ok = ok and report["duckdb_speedup"] >= 3
     return 0 if ok else 1
 
 

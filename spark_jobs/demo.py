@@ -35,16 +35,16 @@ ROWS_PER_BATCH = 2_000
 Row = tuple[int, datetime, float]
 
 
-def _batches(root: Path) -> tuple[list[Path], list[Row]]:
+def cdc_batches(root: Path, batches: int = BATCHES) -> tuple[list[Path], list[Row]]:
     """CDC batches as Parquet (inserts of new keys, updates and deletes of earlier ones),
-    and the rows a correct table holds after all of them."""
+    and the rows a correct table holds after all of them (also used by the Airflow demo)."""
     rng = random.Random(7)
     start = datetime(2024, 1, 1, tzinfo=UTC)
     live: set[int] = set()
     expected: dict[int, Row] = {}
     next_id = 0
     paths = []
-    for batch in range(BATCHES):
+    for batch in range(batches):
         rows: list[dict[str, Any]] = []
         for _ in range(ROWS_PER_BATCH):
             if live and rng.random() < 0.3:
@@ -82,7 +82,7 @@ def _health(table: Any) -> dict[str, Any]:
     }
 
 
-def _live_rows(table: Any) -> list[Row]:
+def live_rows(table: Any) -> list[Row]:
     """The table's rows, read by planning with icecore and applying each task's deletes."""
     rows: list[Row] = []
     for task in table.refresh().scan().plan_files():
@@ -121,19 +121,19 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         catalog.create_namespace(NAMESPACE)
 
     results: dict[str, Any] = {"ingest": []}
-    paths, expected = _batches(sources)
+    paths, expected = cdc_batches(sources)
     for i, path in enumerate(paths):
         create = ["--create", "--partition-by", "day(ts)"] if i == 0 else []
         args = ["--source", str(path), "--mode", "cdc", "--key", "id", "--batch-id", f"b{i}"]
         results["ingest"].append(ingest.main([*shared, *args, *create]))
     table = catalog.load_table(TABLE)
     results["health_before"] = _health(table)
-    if _live_rows(table) != expected:
+    if live_rows(table) != expected:
         raise SystemExit("demo: ingested rows differ from the CDC model; please report a bug")
     results["convert_equality_deletes"] = convert_equality_deletes.main(shared)
     results["rewrite_data_files"] = rewrite_data_files.main([*shared, "--rewrite-all"])
     results["health_after"] = _health(table)
-    if _live_rows(table) != expected:
+    if live_rows(table) != expected:
         raise SystemExit("demo: maintenance changed the table's rows; please report a bug")
     results["live_rows"] = len(expected)
     for key in ("health_before", "health_after"):

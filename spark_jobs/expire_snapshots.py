@@ -48,7 +48,8 @@ from icecore.catalog import Catalog
 from icecore.catalog.base import DELETE_AFTER_COMMIT
 from icecore.metadata import TableMetadata
 from icecore.metadata_builder import now_ms as current_time_ms
-from icecore.updates import ExpirationResult, UnreachableFiles
+from icecore.table import Table
+from icecore.updates import ExpirationResult, ExpireSnapshots, UnreachableFiles
 from spark_jobs.common.cli import job_parser, open_catalog, run
 from spark_jobs.common.errors import JobError
 from spark_jobs.common.session import get_session
@@ -219,7 +220,7 @@ def expire(spark: SparkSession | None, catalog: Catalog, options: ExpireOptions)
     _check_floor(table.name, before, plan, floor_ms)
     if options.dry_run or (not plan.expired_snapshot_ids and not plan.removed_refs):
         return _result(options, plan, None, 0)
-    result = expiry.commit()
+    result = _exactly(table, plan, now).commit()
     # The commit may have been retried on a newer base: check what it actually removed.
     _check_committed(table.name, before, plan, result)
     outcome = delete_files(
@@ -231,6 +232,17 @@ def expire(spark: SparkSession | None, catalog: Catalog, options: ExpireOptions)
     )
     metadata_deleted = _old_metadata_deleted(catalog, before, result.metadata)
     return _result(options, result, outcome, metadata_deleted)
+
+
+def _exactly(table: Table, plan: ExpirationResult, now: int) -> ExpireSnapshots:
+    """An expiry of exactly the planned snapshots. Selecting again on a retry would be wrong:
+    a snapshot committed meanwhile shifts the `--retain-last` window, so one more old snapshot
+    would go than was planned (and checked against the floor). A cutoff at the epoch makes
+    age-based selection keep everything; ref expiry still applies, as it did in the plan."""
+    exact = table.expire_snapshots(now_ms=now).expire_older_than(0)
+    for snapshot_id in sorted(plan.expired_snapshot_ids):
+        exact.expire_snapshot_id(snapshot_id)
+    return exact
 
 
 def _check_committed(

@@ -8,6 +8,10 @@ Options after Iceberg's `remove_orphan_files` procedure:
 - `--older-than TIME`: only files last modified before this ISO timestamp or age (default
   `3d`): younger files may belong to a commit still in progress. Files whose storage reports
   no modification time are never deleted;
+- `--min-age AGE` (default `1d`) and `--force`: the floor. Deleting with an `--older-than`
+  later than `--min-age` ago is refused unless `--force`: a commit in progress writes its
+  files before it swaps the table pointer, and a short cutoff would delete them (Iceberg's
+  procedure refuses under 24 hours for the same reason). A dry run is never refused;
 - `--location LOC`: list this directory instead of the whole table location; its scheme and
   authority must agree with the table's;
 - `--dry-run`: report the orphans, delete nothing;
@@ -51,7 +55,7 @@ from icecore.metadata_builder import now_ms as current_time_ms
 from spark_jobs.common.cli import job_parser, open_catalog, run
 from spark_jobs.common.errors import JobError
 from spark_jobs.common.session import get_session
-from spark_jobs.maintenance.durations import format_ms, parse_instant_ms
+from spark_jobs.maintenance.durations import format_ms, parse_duration_ms, parse_instant_ms
 from spark_jobs.maintenance.file_deletion import (
     DEFAULT_EXECUTOR_THRESHOLD,
     DEFAULT_THREADS,
@@ -74,6 +78,7 @@ from spark_jobs.maintenance.locations import (
 from spark_jobs.maintenance.referenced_files import referenced_files
 
 DEFAULT_OLDER_THAN = "3d"
+DEFAULT_MIN_AGE = "1d"
 DEFAULT_MAX_REPORTED = 100
 _MAX_REPORTED_FAILURES = 20
 _MISMATCH_EXAMPLES = 3
@@ -85,6 +90,8 @@ class OrphanOptions:
     older_than: str = DEFAULT_OLDER_THAN
     location: str | None = None
     dry_run: bool = False
+    min_age: str = DEFAULT_MIN_AGE
+    force: bool = False
     equal_schemes: dict[str, str] = field(default_factory=dict)
     equal_authorities: dict[str, str] = field(default_factory=dict)
     prefix_mismatch_mode: str = "error"
@@ -106,6 +113,7 @@ class OrphanOptions:
             raise JobError("--listing-depth and --parallel-listing-threshold must be >= 0")
         if self.max_reported < 0:
             raise JobError("--max-reported must not be negative")
+        parse_duration_ms(self.min_age)  # fail before touching the table
 
     def matcher(self) -> LocationMatcher:
         return LocationMatcher(
@@ -127,6 +135,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--location", metavar="LOC", help="directory to clean (default: the table location)"
     )
     group.add_argument("--dry-run", action="store_true", help="report only; delete nothing")
+    group.add_argument(
+        "--min-age",
+        metavar="AGE",
+        default=DEFAULT_MIN_AGE,
+        help=f"refuse an --older-than later than this long ago (default {DEFAULT_MIN_AGE})",
+    )
+    group.add_argument("--force", action="store_true", help="lift the --min-age floor")
     group.add_argument(
         "--equal-schemes",
         metavar="FROM[,FROM]=TO",
@@ -166,6 +181,8 @@ def options_from_args(args: argparse.Namespace) -> OrphanOptions:
         older_than=args.older_than,
         location=args.location,
         dry_run=args.dry_run,
+        min_age=args.min_age,
+        force=args.force,
         equal_schemes=parse_equivalences(args.equal_schemes, "--equal-schemes"),
         equal_authorities=parse_equivalences(args.equal_authorities, "--equal-authorities"),
         prefix_mismatch_mode=args.prefix_mismatch_mode,
@@ -183,6 +200,13 @@ def remove_orphans(
     """Find (and unless a dry run, delete) the orphans; the result counters."""
     now = current_time_ms()
     cutoff = parse_instant_ms(options.older_than, now_ms=now)
+    floor = now - parse_duration_ms(options.min_age)
+    if cutoff > floor and not options.force and not options.dry_run:
+        raise JobError(
+            f"refusing --older-than {options.older_than} ({format_ms(cutoff)}): later than the "
+            f"--min-age floor ({options.min_age} ago, {format_ms(floor)}); files of commits in "
+            "progress would be deleted. Pass --force if nothing else writes to the table"
+        )
     matcher = options.matcher()
     table = catalog.load_table(options.table)
     if not table.metadata.property_as_bool("gc.enabled", True):

@@ -100,7 +100,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--max-concurrent-file-group-rewrites",
         type=int,
         default=5,
-        help="groups written at the same time (default 5)",
+        help="Spark jobs writing file groups at the same time, each up to 64 groups (default 5)",
     )
     return parser
 

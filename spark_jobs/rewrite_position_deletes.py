@@ -4,14 +4,20 @@
 Merges each partition's small position delete files into sorted files near
 `--target-file-size-bytes`, drops deletes whose data file is gone (whole dangling files are
 removed unread), merges equality delete files of one partition, sequence number and set of
-equality ids, and never changes which rows are live. One `replace` commit. See
-`spark_jobs.maintenance.delete_compaction` for the plan and the sequence numbers.
+equality ids, and never changes which rows are live. One `replace` commit, or one per batch
+of groups with partial progress. See `spark_jobs.maintenance.delete_compaction` for the plan,
+the groups and the sequence numbers.
 
 Options (named after Iceberg's `rewrite_position_delete_files`), beyond the shared ones:
 `--target-file-size-bytes` (64 MB), `--min-file-size-bytes` (75% of the target),
 `--max-file-size-bytes` (180%), `--min-input-files` (5), `--rewrite-all`, `--where`
 (a partition filter, e.g. "ts >= '2024-01-01'"), `--max-attempts` (3, re-plans after a
-commit conflict). The last stdout line is the JSON result.
+commit conflict), `--max-file-group-size-bytes` (100 GB: the most one group rewrites),
+`--partial-progress-enabled` / `--partial-progress.enabled` [true|false] and
+`--partial-progress-max-commits` / `--partial-progress.max-commits` (10), spelled and meant
+as for `rewrite_data_files`. The last stdout line is the JSON result: the counters summed
+over `commits` (their snapshot ids), `failed_groups` (with partial progress: the groups whose
+commit still conflicted after the last attempt, each with the conflicting snapshot).
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ from spark_jobs.maintenance.delete_compaction import (
     RewriteDeletesOptions,
     rewrite_position_deletes,
 )
+from spark_jobs.rewrite_data_files import _flag as boolean_flag  # one spelling of booleans
 
 __all__ = ["RewriteDeletesOptions", "main", "rewrite_position_deletes"]
 
@@ -40,6 +47,25 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     add("--rewrite-all", action="store_true", help="rewrite every delete file of the partitions")
     add("--where", metavar="FILTER", help="only partitions this filter may match")
     add("--max-attempts", type=int, default=3, metavar="N")
+    add("--max-file-group-size-bytes", type=int, default=100 * 1024**3, metavar="BYTES")
+    add(
+        "--partial-progress-enabled",
+        "--partial-progress.enabled",
+        nargs="?",
+        const=True,
+        default=False,
+        type=boolean_flag,
+        metavar="BOOL",
+        help="commit the groups in several commits, not one (default false)",
+    )
+    add(
+        "--partial-progress-max-commits",
+        "--partial-progress.max-commits",
+        type=int,
+        default=10,
+        metavar="N",
+        help="at most this many commits with partial progress (default 10)",
+    )
     args = parser.parse_args(argv)
     options = RewriteDeletesOptions(
         table=args.table,
@@ -50,6 +76,9 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         rewrite_all=args.rewrite_all,
         where=args.where,
         max_attempts=args.max_attempts,
+        max_file_group_size_bytes=args.max_file_group_size_bytes,
+        partial_progress_enabled=args.partial_progress_enabled,
+        partial_progress_max_commits=args.partial_progress_max_commits,
     )
     catalog = open_catalog(args)
     try:

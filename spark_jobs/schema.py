@@ -6,16 +6,27 @@ in the StructField metadata key `parquet.field.id`, which Spark writes into the 
 when `spark.sql.parquet.fieldId.write.enabled` is on (Spark 3.3+).
 
 Spark's Parquet writer fixes the physical types, so some Iceberg types cannot be written by
-it: `uuid` (needs FIXED_LEN_BYTE_ARRAY(16)), `fixed`, `time`, and lists and maps (Spark gives
-their element, key and value fields no field ids). Tables with such columns are refused with
-a clear error rather than written with files other engines would misread.
+it: `uuid` (needs FIXED_LEN_BYTE_ARRAY(16) with the UUID logical type), `fixed[L]`
+(FIXED_LEN_BYTE_ARRAY(L)), `time` (INT64 TIME(MICROS)), and lists and maps (Spark gives their
+element, key and value fields no field ids). Inside Spark such columns travel as the nearest
+Spark type (uuid and fixed as binary, time as microseconds since midnight in a long, lists and
+maps as arrays and maps), and `needs_arrow_writer` tells the writers to produce the files with
+pyarrow instead (`spark_jobs.writing.arrow_files`), which writes Iceberg's physical types.
+
+Spark cannot even infer the schema of a Parquet source holding uuid or time columns, so such
+sources are read with a schema built from their footer (`arrow_source_schema`); the Iceberg
+type of each column travels in the StructField metadata key `icefloe.iceberg.type`, so a table
+created from the source gets `uuid`, `fixed[L]` and `time` columns, not binary and long.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import json
+import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+import pyarrow as pa
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
@@ -27,20 +38,28 @@ from icecore.types import (
     DateType,
     DecimalType,
     DoubleType,
+    FixedType,
     FloatType,
     IcebergType,
     IntegerType,
+    ListType,
     LongType,
+    MapType,
     NestedField,
     StringType,
     StructType,
     TimestampType,
     TimestamptzType,
+    TimeType,
+    UUIDType,
+    type_from_json,
 )
 from icecore.updates.schema_changes import assign_fresh_ids
 from spark_jobs.common.errors import JobError
 
 FIELD_ID_KEY = "parquet.field.id"
+ICEBERG_TYPE_KEY = "icefloe.iceberg.type"
+MICROS_PER_DAY = 86_400_000_000
 
 _TO_SPARK: dict[type[IcebergType], T.DataType] = {
     BooleanType: T.BooleanType(),
@@ -53,24 +72,50 @@ _TO_SPARK: dict[type[IcebergType], T.DataType] = {
     TimestamptzType: T.TimestampType(),
     StringType: T.StringType(),
     BinaryType: T.BinaryType(),
+    UUIDType: T.BinaryType(),  # the 16 bytes, big-endian (Iceberg's and Parquet's form)
+    FixedType: T.BinaryType(),
+    TimeType: T.LongType(),  # microseconds since midnight
 }
+# Types whose Parquet form Spark's writer cannot produce: files holding them are written
+# with pyarrow (see the module docstring).
+_ARROW_ONLY = (UUIDType, FixedType, TimeType, ListType, MapType)
 
 
 def spark_type(t: IcebergType, where: str = "") -> T.DataType:
-    """The Spark type whose Parquet form is the Iceberg type's (timestamptz is Spark's
-    TIMESTAMP, written as INT64 micros adjusted to UTC; timestamp is TIMESTAMP_NTZ)."""
+    """The Spark type a column of type `t` travels as.
+
+    For the types Spark writes itself it is the type whose Parquet form is the Iceberg
+    type's (timestamptz is Spark's TIMESTAMP, written as INT64 micros adjusted to UTC;
+    timestamp is TIMESTAMP_NTZ); uuid, fixed and time travel as binary and long.
+    """
     if isinstance(t, DecimalType):
         return T.DecimalType(t.precision, t.scale)
     if isinstance(t, StructType):
         return T.StructType([spark_field(f, where) for f in t.fields])
+    if isinstance(t, ListType):
+        return T.ArrayType(spark_type(t.element_type, f"{where}.element"), not t.element_required)
+    if isinstance(t, MapType):
+        return T.MapType(
+            spark_type(t.key_type, f"{where}.key"),
+            spark_type(t.value_type, f"{where}.value"),
+            not t.value_required,
+        )
     found = _TO_SPARK.get(type(t))
     if found is None:
-        raise JobError(
-            f"column {where or '?'} has type {t}, which Spark's Parquet writer cannot write "
-            "with Iceberg's physical types and field ids (uuid, fixed, time, list and map "
-            "columns are not supported by the Spark jobs)"
-        )
+        raise JobError(f"column {where or '?'} has type {t}, which the Spark jobs cannot write")
     return found
+
+
+def needs_arrow_writer(fields: Sequence[NestedField]) -> bool:
+    """Whether files of these fields must be written with pyarrow: some field, at any depth,
+    is a uuid, fixed, time, list or map, which Spark's Parquet writer cannot produce."""
+
+    def arrow_only(t: IcebergType) -> bool:
+        if isinstance(t, _ARROW_ONLY):
+            return True
+        return isinstance(t, StructType) and any(arrow_only(f.field_type) for f in t.fields)
+
+    return any(arrow_only(f.field_type) for f in fields)
 
 
 def spark_field(f: NestedField, prefix: str = "") -> T.StructField:
@@ -114,17 +159,115 @@ def iceberg_type(dt: T.DataType, where: str) -> IcebergType:
         return BinaryType()
     if isinstance(dt, T.StructType):
         return StructType(
-            *(
-                NestedField(0, f.name, iceberg_type(f.dataType, f"{where}.{f.name}"))
-                for f in dt.fields
-            )
+            *(NestedField(0, f.name, field_iceberg_type(f, f"{where}.{f.name}")) for f in dt.fields)
         )
+    if isinstance(dt, T.ArrayType):
+        element = iceberg_type(dt.elementType, f"{where}.element")
+        return ListType(0, element, element_required=not dt.containsNull)
+    if isinstance(dt, T.MapType):
+        key = iceberg_type(dt.keyType, f"{where}.key")
+        value = iceberg_type(dt.valueType, f"{where}.value")
+        return MapType(0, key, 0, value, value_required=not dt.valueContainsNull)
     if isinstance(dt, T.NullType):
         raise JobError(f"cannot tell the type of source column {where}: every value is null")
     raise JobError(
         f"source column {where} has Spark type {dt.simpleString()}, which the Spark jobs "
-        "cannot write to Iceberg (lists, maps and other types are not supported)"
+        "cannot write to Iceberg"
     )
+
+
+def field_iceberg_type(f: T.StructField, where: str) -> IcebergType:
+    """The Iceberg type of a source field: the one its metadata names (a Parquet source's
+    uuid, fixed or time column, see `arrow_source_schema`), else the one its Spark type
+    becomes."""
+    named = f.metadata.get(ICEBERG_TYPE_KEY) if f.metadata else None
+    if named is not None:
+        return type_from_json(json.loads(named))
+    return iceberg_type(f.dataType, where)
+
+
+def arrow_iceberg_type(t: pa.DataType, where: str) -> IcebergType:
+    """The Iceberg type of a column of a Parquet file as pyarrow reads it (ids 0)."""
+    if isinstance(t, pa.BaseExtensionType):
+        if t.extension_name == "arrow.uuid":
+            return UUIDType()
+        t = t.storage_type
+    simple: list[tuple[Callable[[pa.DataType], bool], IcebergType]] = [
+        (pa.types.is_boolean, BooleanType()),
+        (lambda x: pa.types.is_int8(x) or pa.types.is_int16(x) or pa.types.is_int32(x),
+         IntegerType()),
+        (lambda x: pa.types.is_uint8(x) or pa.types.is_uint16(x), IntegerType()),
+        (lambda x: pa.types.is_int64(x) or pa.types.is_uint32(x), LongType()),
+        (pa.types.is_float32, FloatType()),
+        (pa.types.is_float64, DoubleType()),
+        (pa.types.is_date, DateType()),
+        (pa.types.is_time, TimeType()),
+        (lambda x: pa.types.is_string(x) or pa.types.is_large_string(x), StringType()),
+        (lambda x: pa.types.is_binary(x) or pa.types.is_large_binary(x), BinaryType()),
+    ]  # fmt: skip
+    for test, iceberg in simple:
+        if test(t):
+            return iceberg
+    if pa.types.is_fixed_size_binary(t):
+        return FixedType(t.byte_width)
+    if pa.types.is_decimal(t):
+        return DecimalType(t.precision, t.scale)
+    if pa.types.is_timestamp(t):
+        return TimestamptzType() if t.tz is not None else TimestampType()
+    if pa.types.is_struct(t):
+        return StructType(
+            *(
+                NestedField(0, t.field(i).name, arrow_iceberg_type(t.field(i).type, where))
+                for i in range(t.num_fields)
+            )
+        )
+    if pa.types.is_map(t):
+        return MapType(
+            0,
+            arrow_iceberg_type(t.key_type, f"{where}.key"),
+            0,
+            arrow_iceberg_type(t.item_type, f"{where}.value"),
+            value_required=not t.item_field.nullable,
+        )
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        element = arrow_iceberg_type(t.value_type, f"{where}.element")
+        return ListType(0, element, element_required=not t.value_field.nullable)
+    raise JobError(f"source column {where} has Parquet type {t}, which Iceberg has no type for")
+
+
+def arrow_source_schema(schema: pa.Schema) -> T.StructType | None:
+    """The Spark schema to read a Parquet source with when Spark cannot infer it (a uuid or
+    time column) or would lose a type (fixed becomes binary): each column as the Spark type
+    it travels as, its Iceberg type in the metadata. None when Spark's own inference is right.
+    """
+    types = [(f, arrow_iceberg_type(f.type, f.name)) for f in schema]
+    if not needs_arrow_writer([NestedField(0, f.name, t) for f, t in types]):
+        return None
+    return T.StructType(
+        [
+            T.StructField(
+                f.name,
+                _without_ids(spark_type(t, f.name)),
+                True,
+                {ICEBERG_TYPE_KEY: json.dumps(t.to_json())},
+            )
+            for f, t in types
+        ]
+    )
+
+
+def _without_ids(dt: T.DataType) -> T.DataType:
+    """`dt` without field ids: the source's files have none (or others), and Spark reading
+    with field ids on would match nothing and return nulls."""
+    if isinstance(dt, T.StructType):
+        return T.StructType(
+            [T.StructField(f.name, _without_ids(f.dataType), f.nullable) for f in dt.fields]
+        )
+    if isinstance(dt, T.ArrayType):
+        return T.ArrayType(_without_ids(dt.elementType), dt.containsNull)
+    if isinstance(dt, T.MapType):
+        return T.MapType(_without_ids(dt.keyType), _without_ids(dt.valueType), dt.valueContainsNull)
+    return dt
 
 
 def fresh_schema(source: T.StructType, identifier_names: Sequence[str] = ()) -> Schema:
@@ -137,7 +280,7 @@ def fresh_schema(source: T.StructType, identifier_names: Sequence[str] = ()) -> 
     """
     placeholder = StructType(
         *(
-            NestedField(0, f.name, iceberg_type(f.dataType, f.name), required=False)
+            NestedField(0, f.name, field_iceberg_type(f, f.name), required=False)
             for f in source.fields
         )
     )
@@ -204,6 +347,22 @@ def _compatible(source: T.DataType, target: IcebergType) -> bool:
         )
     if isinstance(target, StructType):
         return isinstance(source, T.StructType)
+    if isinstance(target, UUIDType):
+        return isinstance(source, T.BinaryType | T.StringType)
+    if isinstance(target, FixedType):
+        return isinstance(source, T.BinaryType)
+    if isinstance(target, TimeType):
+        return isinstance(source, T.LongType | T.StringType)
+    if isinstance(target, ListType):
+        return isinstance(source, T.ArrayType) and _compatible(
+            source.elementType, target.element_type
+        )
+    if isinstance(target, MapType):
+        return (
+            isinstance(source, T.MapType)
+            and _compatible(source.keyType, target.key_type)
+            and _compatible(source.valueType, target.value_type)
+        )
     try:
         return type(iceberg_type(source, "")) is type(target)
     except JobError:
@@ -256,7 +415,7 @@ def _plan_struct(
             )
             continue
         try:
-            plan.additions.append((path, iceberg_type(extra.dataType, path)))
+            plan.additions.append((path, field_iceberg_type(extra, path)))
         except JobError as exc:
             plan.problems.append(str(exc))
 
@@ -280,17 +439,114 @@ def _conform_field(target: NestedField, source: T.StructField | None, column: Co
     metadata = {FIELD_ID_KEY: target.field_id}
     if source is None:
         value = F.lit(None).cast(spark_type(target.field_type, target.name))
-    elif isinstance(target.field_type, StructType) and isinstance(source.dataType, T.StructType):
-        children = {f.name: f for f in source.dataType.fields}
+    else:
+        value = _conform_value(target.field_type, source.dataType, column, target.name)
+    return value.alias(target.name, metadata=metadata)
+
+
+def _conform_value(target: IcebergType, source: T.DataType, column: Column, where: str) -> Column:
+    """`column` (of Spark type `source`) as the Spark form of Iceberg type `target`: structs
+    rebuilt field by field, list elements and map entries converted one by one, uuid, fixed
+    and time checked or parsed (a value that cannot be one fails the job, naming the column),
+    anything else cast."""
+    if isinstance(target, StructType) and isinstance(source, T.StructType):
+        children = {f.name: f for f in source.fields}
         parts = [
             _conform_field(child, match, column.getField(match.name) if match else F.lit(None))
-            for child in target.field_type.fields
+            for child in target.fields
             for match in (_match(child.name, children),)
         ]
-        value = F.when(column.isNull(), F.lit(None)).otherwise(F.struct(*parts))
-    else:
-        value = column.cast(spark_type(target.field_type, target.name))
-    return value.alias(target.name, metadata=metadata)
+        return F.when(column.isNull(), F.lit(None)).otherwise(F.struct(*parts))
+    if isinstance(target, ListType) and isinstance(source, T.ArrayType):
+        element, element_source = target.element_type, source.elementType
+        return F.transform(
+            column, lambda x: _conform_value(element, element_source, x, f"{where}.element")
+        )
+    if isinstance(target, MapType) and isinstance(source, T.MapType):
+        key_type, value_type = target.key_type, target.value_type
+        keyed = F.transform_keys(
+            column, lambda k, _: _conform_value(key_type, source.keyType, k, f"{where}.key")
+        )
+        return F.transform_values(
+            keyed, lambda _, v: _conform_value(value_type, source.valueType, v, f"{where}.value")
+        )
+    if isinstance(target, UUIDType):
+        return _uuid_value(source, column, where)
+    if isinstance(target, FixedType):
+        return _checked(
+            column,
+            column.cast("binary"),
+            F.octet_length(column) == target.length,
+            f"column {where} is {target}: a value is not {target.length} bytes long",
+        )
+    if isinstance(target, TimeType):
+        return _time_value(source, column, where)
+    return column.cast(spark_type(target, where))
+
+
+_INVALID = "icefloe invalid value: "
+_INVALID_MESSAGE = re.compile(re.escape(_INVALID) + r"(.*?)(?:\s+SQLSTATE|\n|$)")
+
+
+def _checked(source: Column, value: Column, valid: Column, message: str) -> Column:
+    """`value` where `valid`, null where the `source` value is null, and a task failure
+    with `message` elsewhere."""
+    return (
+        F.when(source.isNull(), F.lit(None))
+        .when(valid, value)
+        .otherwise(F.raise_error(F.lit(_INVALID + message)))
+    )
+
+
+def invalid_value(error: BaseException) -> str | None:
+    """The message of a `_checked` failure inside a Spark error, if it is one: what the
+    job reports instead of a JVM stack trace."""
+    found = _INVALID_MESSAGE.search(str(error))
+    return found.group(1) if found else None
+
+
+_UUID_TEXT = "^[0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{12}$"
+_TIME_TEXT = r"^(\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,6}))?$"
+
+
+def _uuid_value(source: T.DataType, column: Column, where: str) -> Column:
+    """16 bytes from a binary source, or from the text form (hyphens optional, any case)."""
+    if isinstance(source, T.StringType):
+        text = F.trim(column)
+        return _checked(
+            column,
+            F.unhex(F.regexp_replace(text, "-", "")),
+            text.rlike(_UUID_TEXT),
+            f"column {where} is uuid: a value is not a UUID (8-4-4-4-12 hex digits)",
+        )
+    return _checked(
+        column,
+        column.cast("binary"),
+        F.octet_length(column) == 16,
+        f"column {where} is uuid: a binary value is not 16 bytes long",
+    )
+
+
+def _time_value(source: T.DataType, column: Column, where: str) -> Column:
+    """Microseconds since midnight from a long, or from `HH:MM:SS[.ffffff]` text."""
+    if isinstance(source, T.StringType):
+        text = F.trim(column)
+
+        def part(i: int) -> Column:
+            return F.regexp_extract(text, _TIME_TEXT, i).cast("long")
+
+        fraction = F.rpad(F.regexp_extract(text, _TIME_TEXT, 4), 6, "0").cast("long")
+        micros = ((part(1) * 60 + part(2)) * 60 + part(3)) * 1_000_000 + fraction
+        valid = text.rlike(_TIME_TEXT) & (part(1) < 24) & (part(2) < 60) & (part(3) < 60)
+        message = f"column {where} is time: a value is not a time of day HH:MM:SS[.ffffff]"
+        return _checked(column, micros, valid, message)
+    value = column.cast("long")
+    return _checked(
+        column,
+        value,
+        (value >= 0) & (value < MICROS_PER_DAY),
+        f"column {where} is time: a value is not between 0 and 86399999999 microseconds",
+    )
 
 
 def quote_name(name: str) -> str:

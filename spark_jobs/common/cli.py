@@ -3,7 +3,11 @@
     spark-submit spark_jobs/<job>.py --warehouse /data/wh --table db.events [job options]
 
 - `--catalog-uri URI`: the catalog database as a SQLAlchemy URL (SQLite or PostgreSQL);
-  default: the SQLite file `catalog.db` in the warehouse;
+  default: the environment variable `ICEFLOE_CATALOG_URI`, else the SQLite file `catalog.db`
+  in the warehouse. The variable keeps a database password off the command line, where
+  process listings and scheduler logs would show it;
+- `--catalog-property K=V` (repeatable): catalog properties, e.g. FileIO's `s3.endpoint`,
+  `s3.path-style-access` for MinIO or Ceph;
 - `--catalog-name NAME`: the catalog's name in that database (default `default`);
 - `--warehouse PATH_OR_URI`: where new tables go, and the default catalog's home;
 - `--table NAMESPACE.NAME`: the table the job works on.
@@ -19,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import traceback
 from collections.abc import Callable, Mapping, Sequence
@@ -27,6 +32,8 @@ from typing import Any, TextIO
 from icecore.catalog import Catalog, catalog_from_settings
 from icecore.errors import IcecoreError
 from spark_jobs.common.errors import JobError
+
+CATALOG_URI_ENV = "ICEFLOE_CATALOG_URI"
 
 Job = Callable[[Sequence[str] | None], Mapping[str, Any]]
 
@@ -42,7 +49,16 @@ def job_parser(prog: str, description: str) -> argparse.ArgumentParser:
     group.add_argument(
         "--catalog-uri",
         metavar="URI",
-        help="SQLAlchemy URL of the catalog database (default: SQLite file in the warehouse)",
+        help=f"SQLAlchemy URL of the catalog database (default: ${CATALOG_URI_ENV}, else the "
+        "SQLite file catalog.db in the warehouse)",
+    )
+    group.add_argument(
+        "--catalog-property",
+        metavar="K=V",
+        action="append",
+        default=[],
+        type=_property,
+        help="catalog property, e.g. s3.endpoint=http://minio:9000 (repeatable)",
     )
     group.add_argument(
         "--catalog-name", metavar="NAME", default="default", help="catalog name (default: default)"
@@ -54,12 +70,25 @@ def job_parser(prog: str, description: str) -> argparse.ArgumentParser:
     return parser
 
 
+def _property(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise argparse.ArgumentTypeError(f"expected K=V, got {text!r}")
+    return key.strip(), value
+
+
 def open_catalog(args: argparse.Namespace) -> Catalog:
     """The catalog the shared options describe."""
-    if not args.catalog_uri and not args.warehouse:
-        raise JobError("give --warehouse (SQLite catalog in it) or --catalog-uri")
+    uri = args.catalog_uri or os.environ.get(CATALOG_URI_ENV) or None
+    if not uri and not args.warehouse:
+        raise JobError(
+            f"give --warehouse (SQLite catalog in it), --catalog-uri or ${CATALOG_URI_ENV}"
+        )
     return catalog_from_settings(
-        uri=args.catalog_uri, name=args.catalog_name, warehouse=args.warehouse
+        uri=uri,
+        name=args.catalog_name,
+        warehouse=args.warehouse,
+        properties=dict(args.catalog_property),
     )
 
 

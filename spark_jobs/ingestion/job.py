@@ -49,7 +49,6 @@ from spark_jobs.schema import (
     plan_columns,
     quote_name,
     quoted,
-    spark_schema,
     spark_type,
 )
 from spark_jobs.writing.files import (
@@ -139,7 +138,7 @@ def _read(
         raise JobError("no source: give --source")
     fmt = source_format(catalog.io, options.source, options.source_format)
     schema = table.metadata.schema() if table is not None else None
-    return read_source(spark, options.source, fmt, options.source_options, schema)
+    return read_source(spark, options.source, fmt, options.source_options, schema, io=catalog.io)
 
 
 def _create(
@@ -187,11 +186,8 @@ def _keys(table: Table, options: IngestOptions, frame: DataFrame) -> list[str]:
 def _check_columns(
     table: Table, options: IngestOptions, frame: DataFrame, keys: list[str], ignored: list[str]
 ) -> list[str]:
-    """Refuse a table Spark cannot write and a source that does not fit it; add new columns
-    with --merge-schema."""
+    """Refuse a source that does not fit the table; add new columns with --merge-schema."""
     schema = table.metadata.schema()
-    written = [f for f in schema.fields if options.mode != "delete" or f.name in keys]
-    spark_schema(written)  # raises for column types Spark's Parquet writer cannot produce
     if options.mode == "delete":
         # Only the keys matter: the rows they delete are not rewritten.
         wanted = {k.lower() for k in keys}

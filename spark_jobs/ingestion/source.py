@@ -6,24 +6,34 @@ files in any order (it packs splits largest first), but this key is the same wha
 packing: rows sort by file path, then position in the file. A DataFrame handed in from
 Python has no files; its rows are ordered by partition, then position in the partition.
 
+Spark cannot infer the schema of a Parquet file with a uuid or time column at all, and reads
+fixed as binary, so a Parquet source's footer is looked at first: when it holds such columns
+the source is read with the schema `arrow_source_schema` builds from it, which also carries
+each column's Iceberg type to a table created from the source.
+
 CSV and JSON carry no types. For an existing table their columns are read with the table's
 types (fail-fast, so a value that does not parse is an error, never a silent null), and
 only columns the table does not know are inferred; for a new table everything is inferred.
+uuid and time columns are read as text (`123e4567-e89b-...`, `HH:MM:SS[.ffffff]`) and
+parsed when conformed to the table.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
+import pyarrow.parquet as pq
 from pyspark.errors import AnalysisException
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from icecore.errors import FileError
 from icecore.io import FileIO
 from icecore.schema import Schema
+from icecore.types import TimeType, UUIDType
 from spark_jobs.common.errors import JobError
-from spark_jobs.schema import spark_type
+from spark_jobs.schema import arrow_source_schema, spark_type
 
 FORMATS = ("parquet", "csv", "json")
 _EXTENSIONS = {
@@ -70,12 +80,18 @@ def read_source(
     fmt: str,
     options: Mapping[str, str],
     table_schema: Schema | None,
+    *,
+    io: FileIO | None = None,
 ) -> DataFrame:
     """The batch as a DataFrame with ordering columns (see `with_row_order`)."""
     reader_options = dict(options)
     try:
         if fmt == "parquet":
-            frame = spark.read.options(**reader_options).parquet(path)
+            reader = spark.read.options(**reader_options)
+            footer_schema = _parquet_schema(io, path) if io is not None else None
+            if footer_schema is not None:
+                reader = reader.schema(footer_schema)
+            frame = reader.parquet(path)
         else:
             if fmt == "csv":
                 reader_options.setdefault("header", "true")
@@ -89,6 +105,28 @@ def read_source(
         raise JobError(f"cannot read source {path} as {fmt}: {exc}") from exc
 
 
+def _parquet_schema(io: FileIO, path: str) -> T.StructType | None:
+    """The schema to read a Parquet source with, from the footer of its first file, when
+    Spark cannot infer it right (see the module docstring); None to let Spark infer it."""
+    try:
+        if _extension(path) in ("parquet", "parq"):
+            first = path
+        else:
+            names = sorted(
+                f.location
+                for f in io.list_prefix(path)
+                if not f.location.rsplit("/", 1)[-1].startswith(("_", "."))
+            )
+            if not names:
+                return None
+            first = names[0]
+        with io.open_input(first) as handle:
+            footer = pq.read_schema(handle)
+    except (FileError, OSError, ValueError):
+        return None  # a glob or an unreadable file: Spark's own reading reports it
+    return arrow_source_schema(footer)
+
+
 def _text_schema(inferred: T.StructType, table_schema: Schema | None) -> T.StructType:
     if table_schema is None:
         return inferred
@@ -98,6 +136,8 @@ def _text_schema(inferred: T.StructType, table_schema: Schema | None) -> T.Struc
         column = known.get(f.name.lower())
         if column is None:
             fields.append(f)
+        elif isinstance(column.field_type, UUIDType | TimeType):
+            fields.append(T.StructField(f.name, T.StringType(), True))
         else:
             fields.append(T.StructField(f.name, spark_type(column.field_type, column.name), True))
     return T.StructType(fields)

@@ -2,8 +2,9 @@
 
     result = compact(spark, catalog, RewriteDataFilesOptions(table="db.events", ...))
 
-Order of work: plan every group from one snapshot (`compaction_plan`), write each group's
-live rows (`live_rows`) below the run's own directory, then commit -- once for all groups,
+Order of work: plan every group from one snapshot (`compaction_plan`), write the groups' live
+rows (`live_rows`) below the run's own directory, many groups per Spark job
+(`compaction_write`), then commit -- once for all groups,
 or with partial progress once per batch of groups (at most `partial-progress.max-commits`
 commits). A commit is a `RewriteFiles` validated from the planning snapshot: new data files
 keep that snapshot's sequence number (`use-starting-sequence-number`, on by default) so
@@ -20,23 +21,20 @@ import contextlib
 import math
 import time
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F
+from pyspark.sql import SparkSession
 
 from icecore.catalog import Catalog
 from icecore.errors import CommitConflictError, CommitStateUnknownError
 from icecore.expression_parser import parse_filter
 from icecore.expressions import BooleanExpression
-from icecore.manifest import DataFile, FileContent
+from icecore.manifest import DataFile
 from icecore.sorting import SortOrder
 from icecore.table import Table
 from spark_jobs.common.errors import JobError
 from spark_jobs.common.session import configure
-from spark_jobs.ingestion.job import sort_columns
 from spark_jobs.ingestion.table_setup import sort_order as parse_sort_order
 from spark_jobs.maintenance.compaction_plan import (
     TARGET_FILE_SIZE,
@@ -45,13 +43,9 @@ from spark_jobs.maintenance.compaction_plan import (
     FileGroup,
     plan_compaction,
 )
-from spark_jobs.maintenance.live_rows import live_rows, spark_uris
-from spark_jobs.schema import conform, quoted
-from spark_jobs.writing.files import FileSet, RunFiles
-from spark_jobs.writing.layout import PartitionLayout
-from spark_jobs.writing.metrics import MetricsConfig
+from spark_jobs.maintenance.compaction_write import write_groups
+from spark_jobs.writing.files import RunFiles
 
-RESERVED_COLUMNS = ("file_path", "pos")
 JOB_PROPERTY = "icefloe.job"
 
 
@@ -221,20 +215,21 @@ def _rewrite(
     written: list[_Written] = []
     done: set[int] = set()  # groups committed or already cleaned up
     try:
-        every = {f.file_path for g in groups for f in (*g.data_files, *g.delete_files)}
-        uris = spark_uris(spark, sorted(every))
-
-        def write(g: FileGroup) -> list[str]:
-            return _write_group(
-                spark, table, plan, g, run=run, options=options, order=order, uris=uris
-            )
-
-        # Groups are written concurrently: small groups are dominated by job latency.
-        workers = max(1, min(options.max_concurrent_file_group_rewrites, len(groups)))
-        with ThreadPoolExecutor(max_workers=workers) as pool:
-            paths = dict(zip((g.index for g in groups), pool.map(write, groups), strict=True))
-        described = {f.file_path: f for f in run.files()}
-        written = [_Written(g, [described[p] for p in paths[g.index]]) for g in groups]
+        spec_id = options.output_spec_id
+        if spec_id is None:
+            spec_id = metadata.default_spec_id
+        files = write_groups(
+            spark,
+            table,
+            plan,
+            groups,
+            run=run,
+            sizes=_plan_options(table, options),
+            spec_id=spec_id,
+            order=order,
+            concurrency=options.max_concurrent_file_group_rewrites,
+        )
+        written = [_Written(g, files[g.index]) for g in groups]
         if before_commit is not None:
             before_commit(table)
         for batch in _batches(written, options):
@@ -298,76 +293,3 @@ def _delete(table: Table, files: Sequence[DataFile]) -> None:
         # Best effort: a file nothing references is only an orphan.
         with contextlib.suppress(Exception):
             table.io.delete(f.file_path, missing_ok=True)
-
-
-def _write_group(
-    spark: SparkSession,
-    table: Table,
-    plan: CompactionPlan,
-    group: FileGroup,
-    *,
-    run: RunFiles,
-    options: RewriteDataFilesOptions,
-    order: SortOrder | None,
-    uris: dict[str, str],
-) -> list[str]:
-    metadata = table.metadata
-    schema = metadata.schema()
-    spec_id = metadata.default_spec_id if options.output_spec_id is None else options.output_spec_id
-    spec = metadata.spec_by_id(spec_id)
-    data = {t.file.file_path: t.data_sequence_number for t in group.tasks}
-    deletes = [(d, plan.delete_sequence_numbers[d.file_path]) for d in group.delete_files]
-    rows = live_rows(spark, schema, data, deletes, uris)
-    rows = rows.select(*conform(rows.schema, schema.fields))
-    layout = PartitionLayout(spec, schema, RESERVED_COLUMNS)
-    rows = layout.with_partition_columns(rows)
-    target = _plan_options(table, options)
-    files = target.output_files(group.input_bytes)
-    records = group.input_records
-    max_records = None
-    if records and group.input_bytes:
-        max_records = max(1, int(target.write_max_file_size() * records / group.input_bytes))
-    arranged = _arrange(
-        rows, layout, schema, order=order, files=files, repartitioning=spec_id != group.spec_id
-    )
-    file_set = FileSet(
-        f"group-{group.index}",
-        content=FileContent.DATA,
-        schema=schema,
-        spec=spec,
-        layout=layout,
-        metrics=MetricsConfig.for_table(metadata.properties, schema),
-        sort_order_id=_order_id(metadata.sort_order(), order),
-    )
-    return run.write(arranged, file_set, max_records)
-
-
-def _arrange(
-    rows: DataFrame,
-    layout: PartitionLayout,
-    schema: Any,
-    *,
-    order: SortOrder | None,
-    files: int,
-    repartitioning: bool,
-) -> DataFrame:
-    parts = [F.col(quoted(n)) for n in layout.names]
-    sort = sort_columns(schema, order.fields) if order is not None else []
-    if sort:
-        arranged = rows.repartitionByRange(files, *parts, *sort)
-    elif repartitioning and parts:
-        arranged = rows.repartition(files, *parts)
-    else:
-        # No shuffle: `maxRecordsPerFile` splits what a task writes into files of the size.
-        arranged = rows.coalesce(files)
-    if parts or sort:
-        arranged = arranged.sortWithinPartitions(*parts, *sort)
-    return arranged
-
-
-def _order_id(table_order: SortOrder, used: SortOrder | None) -> int | None:
-    if used is None:
-        return None
-    if not table_order.is_unsorted and tuple(table_order.fields) == tuple(used.fields):
-        return table_order.order_id
-    return None

@@ -26,14 +26,23 @@ number cannot make a row apply elsewhere. It is also no newer than the starting 
 so a data compaction planned before this commit does not see the merged files as new
 deletes (their rows are not new). Merged equality deletes keep their common sequence number.
 
-One `replace` commit; removing a delete file that is no longer live is a conflict (another
-compaction took it), retried from a fresh plan up to `--max-attempts`.
+Groups: a partition's chosen files (and each mergeable set of equality delete files) are
+bin-packed into groups of at most `max-file-group-size-bytes`. Everything is written first,
+then committed: in one `replace` commit, or with `partial-progress.enabled` in up to
+`partial-progress.max-commits` commits of whole groups, each validated from the planning
+snapshot, so a large table's work is not all lost to one conflict. Removing a delete file
+that is no longer live is a conflict (another compaction took it): without partial progress
+the whole job plans again from the new state, with it only the conflicting groups'
+partitions do (the other commits stand); up to `--max-attempts` plans in all, then the job
+fails naming the conflicting snapshot (with partial progress: reports `failed_groups`, and
+fails only when nothing could be committed).
 """
 
 from __future__ import annotations
 
 import time
 from collections import defaultdict
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,14 +51,14 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from icecore.catalog import Catalog
-from icecore.errors import CommitStateUnknownError
+from icecore.errors import CommitConflictError, CommitStateUnknownError
 from icecore.expression_parser import parse_filter
-from icecore.manifest import FileContent
+from icecore.manifest import DataFile, FileContent
 from icecore.table import Table
 from icecore.types import LongType, NestedField, StringType
 from spark_jobs.common.errors import JobError
 from spark_jobs.common.session import configure
-from spark_jobs.maintenance.delete_rewrite import DeleteRewrite, with_replanning
+from spark_jobs.maintenance.delete_rewrite import DeleteRewrite, commit_batches, delete_quietly
 from spark_jobs.maintenance.file_ids import read_with_file_id
 from spark_jobs.maintenance.grouped_deletes import (
     GROUP,
@@ -88,12 +97,21 @@ class RewriteDeletesOptions:
     rewrite_all: bool = False
     where: str | None = None
     max_attempts: int = 3
+    max_file_group_size_bytes: int = 100 * 1024 * MB
+    partial_progress_enabled: bool = False
+    partial_progress_max_commits: int = 10
 
     def __post_init__(self) -> None:
         if self.target_file_size_bytes <= 0:
             raise JobError("--target-file-size-bytes must be positive")
         if self.min_input_files < 1:
             raise JobError("--min-input-files must be at least 1")
+        if self.max_file_group_size_bytes <= 0:
+            raise JobError("--max-file-group-size-bytes must be positive")
+        if self.partial_progress_max_commits < 1:
+            raise JobError("--partial-progress-max-commits must be at least 1")
+        if self.max_attempts < 1:
+            raise JobError("--max-attempts must be at least 1")
 
     @property
     def min_size(self) -> int:
@@ -108,61 +126,120 @@ class RewriteDeletesOptions:
         return int(self.target_file_size_bytes * 1.8)
 
 
-def rewrite_position_deletes(
-    spark: SparkSession, catalog: Catalog, options: RewriteDeletesOptions
-) -> dict[str, Any]:
-    started = time.monotonic()
-    configure(spark)
-    where = parse_filter(options.where) if options.where else None
+@dataclass
+class DeleteGroup:
+    """Delete files of one partition rewritten together into that partition's new files:
+    the unit of a commit with partial progress, and of re-planning after a conflict."""
 
-    def attempt() -> dict[str, Any]:
-        table = catalog.load_table(options.table)
-        return rewrite_once(spark, table, options, where)
+    index: int
+    key: PartitionKey
+    files: list[LiveDelete]
+    equality_ids: tuple[int, ...] | None = None  # None: position deletes
 
-    result = with_replanning(JOB, attempt, options.max_attempts)
-    result["seconds"] = round(time.monotonic() - started, 3)
-    return {"table": options.table, **result}
+    @property
+    def sequence_number(self) -> int:
+        """The data sequence number the group's new files take (see the module doc)."""
+        return max(d.sequence_number for d in self.files)
+
+    def describe(self) -> str:
+        kind = "position" if self.equality_ids is None else f"equality {list(self.equality_ids)}"
+        return f"{kind} deletes of spec {self.key[0]} partition {self.key[1]!r}"
 
 
 @dataclass
 class _Plan:
-    position_groups: dict[PartitionKey, list[LiveDelete]]
+    groups: list[DeleteGroup]
     dangling: list[LiveDelete]
-    equality_groups: dict[tuple[PartitionKey, int, tuple[int, ...]], list[LiveDelete]]
+
+    def of_kind(self, equality: bool) -> list[DeleteGroup]:
+        return [g for g in self.groups if (g.equality_ids is not None) == equality]
 
 
-def plan(state: LiveState, options: RewriteDeletesOptions, where: Any) -> _Plan:
-    keep = partition_filter(state.table, where)
+def rewrite_position_deletes(
+    spark: SparkSession, catalog: Catalog, options: RewriteDeletesOptions
+) -> dict[str, Any]:
+    """Plan, write and commit; after a conflict plan again from the new table state (all of
+    it, or with partial progress only the partitions whose commit conflicted), at most
+    `max_attempts` times."""
+    started = time.monotonic()
+    configure(spark)
+    where = parse_filter(options.where) if options.where else None
+    result: dict[str, Any] = {"table": options.table, **_counters()}
+    conflicts: list[str] = []
+    pending: set[PartitionKey] | None = None
+    for attempt in range(1, options.max_attempts + 1):
+        table = catalog.load_table(options.table)
+        try:
+            failed = rewrite_once(spark, table, options, where, result=result, only=pending)
+        except CommitConflictError as exc:  # without partial progress: nothing committed
+            conflicts.append(str(exc))
+            if attempt == options.max_attempts:
+                raise JobError(
+                    f"{JOB}: commit conflict on each of {attempt} attempt(s); last: {exc} "
+                    f"(conflicting snapshot {exc.snapshot_id})"
+                ) from exc
+            continue
+        if not failed:
+            break
+        conflicts.extend(message for _, message in failed)
+        pending = {key for keys, _ in failed for key in keys}
+        if attempt == options.max_attempts:
+            result["failed_groups"] = [message for _, message in failed]
+    if result["failed_groups"] and not result["commits"]:
+        raise JobError(
+            f"{JOB}: every commit conflicted on each of {options.max_attempts} attempt(s); "
+            f"last: {result['failed_groups'][0]}"
+        )
+    if result["failed_groups"]:
+        result["status"] = "partially-committed"
+    result["attempts"] = attempt
+    result["conflicts"] = conflicts
+    result["seconds"] = round(time.monotonic() - started, 3)
+    return result
+
+
+def plan(
+    state: LiveState,
+    options: RewriteDeletesOptions,
+    where: Any,
+    only: Collection[PartitionKey] | None = None,
+) -> _Plan:
+    """The groups to rewrite and the dangling files to drop, in the partitions `where` may
+    match (and, when re-planning after a conflict, only those in `only`)."""
+    in_filter = partition_filter(state.table, where)
+
+    def keep(key: PartitionKey) -> bool:
+        return in_filter(key) and (only is None or key in only)
+
     dangling: list[LiveDelete] = []
     by_partition: dict[PartitionKey, list[LiveDelete]] = defaultdict(list)
-    for d in state.of_content(FileContent.POSITION_DELETES):
-        if not keep(d.partition_key):
-            continue
-        if not state.applies.get(d.file.file_path):
-            dangling.append(d)
-        else:
-            by_partition[d.partition_key].append(d)
-    position_groups = {}
-    for key, files in by_partition.items():
-        chosen = _choose(files, options)
-        if chosen:
-            position_groups[key] = chosen
     equality: dict[tuple[PartitionKey, int, tuple[int, ...]], list[LiveDelete]] = defaultdict(list)
-    for d in state.of_content(FileContent.EQUALITY_DELETES):
+    for d in state.deletes.values():
         if not keep(d.partition_key):
             continue
         if not state.applies.get(d.file.file_path):
             dangling.append(d)
-        else:
-            equality[(d.partition_key, d.sequence_number, tuple(d.file.equality_ids or ()))].append(
-                d
-            )
-    equality_groups = {
-        k: v
-        for k, v in equality.items()
-        if len(v) > 1 and (options.rewrite_all or len(v) >= options.min_input_files)
-    }
-    return _Plan(position_groups, dangling, equality_groups)
+        elif d.file.content == FileContent.POSITION_DELETES:
+            by_partition[d.partition_key].append(d)
+        elif d.file.content == FileContent.EQUALITY_DELETES:
+            ids = tuple(d.file.equality_ids or ())
+            equality[(d.partition_key, d.sequence_number, ids)].append(d)
+    groups: list[DeleteGroup] = []
+    for key, files in by_partition.items():
+        for packed in _bin_pack(_choose(files, options), options.max_file_group_size_bytes):
+            if options.rewrite_all or len(packed) > 1 or _size(packed) > options.max_size:
+                groups.append(DeleteGroup(len(groups), key, packed))
+    for (key, _, ids), files in equality.items():
+        if len(files) < 2 or not (options.rewrite_all or len(files) >= options.min_input_files):
+            continue
+        for packed in _bin_pack(files, options.max_file_group_size_bytes):
+            if len(packed) > 1:
+                groups.append(DeleteGroup(len(groups), key, packed, ids))
+    return _Plan(groups, dangling)
+
+
+def _size(files: list[LiveDelete]) -> int:
+    return sum(d.file.file_size_in_bytes for d in files)
 
 
 def _choose(files: list[LiveDelete], options: RewriteDeletesOptions) -> list[LiveDelete]:
@@ -174,12 +251,27 @@ def _choose(files: list[LiveDelete], options: RewriteDeletesOptions) -> list[Liv
         if d.file.file_size_in_bytes < options.min_size
         or d.file.file_size_in_bytes > options.max_size
     ]
-    size = sum(d.file.file_size_in_bytes for d in candidates)
     if len(candidates) >= options.min_input_files or (
-        len(candidates) > 1 and size > options.target_file_size_bytes
+        len(candidates) > 1 and _size(candidates) > options.target_file_size_bytes
     ):
         return candidates
     return []
+
+
+def _bin_pack(files: list[LiveDelete], max_group: int) -> list[list[LiveDelete]]:
+    """First-fit decreasing into groups of at most `max_group` bytes (a bigger file alone),
+    so that no commit (and no Spark write) has to hold more than that."""
+    bins: list[tuple[int, list[LiveDelete]]] = []
+    for d in sorted(files, key=lambda d: (-d.file.file_size_in_bytes, d.file.file_path)):
+        size = d.file.file_size_in_bytes
+        for i, (used, members) in enumerate(bins):
+            if used + size <= max_group:
+                members.append(d)
+                bins[i] = (used + size, members)
+                break
+        else:
+            bins.append((size, [d]))
+    return [sorted(members, key=lambda d: d.file.file_path) for _, members in bins]
 
 
 def _counters() -> dict[str, Any]:
@@ -195,76 +287,128 @@ def _counters() -> dict[str, Any]:
         "merged_equality_delete_files": 0,
         "added_equality_delete_files": 0,
         "rewritten_groups": 0,
+        "planned_groups": 0,
+        "commits": [],
+        "failed_groups": [],
+        "status": "nothing-to-rewrite",
     }
 
 
+Failed = list[tuple[list[PartitionKey], str]]
+
+
 def rewrite_once(
-    spark: SparkSession, table: Table, options: RewriteDeletesOptions, where: Any
-) -> dict[str, Any]:
-    result = _counters()
+    spark: SparkSession,
+    table: Table,
+    options: RewriteDeletesOptions,
+    where: Any,
+    *,
+    result: dict[str, Any],
+    only: Collection[PartitionKey] | None = None,
+) -> Failed:
+    """One plan, write and commit(s), adding what was committed to `result`. Returns the
+    batches whose commit conflicted (partial progress; without it the conflict is raised)
+    as their partitions and the conflict."""
     state = live_state(table)
     if state is None:
-        return {**result, "status": "empty-table"}
-    chosen = plan(state, options, where)
-    if not (chosen.position_groups or chosen.dangling or chosen.equality_groups):
-        return {**result, "status": "nothing-to-rewrite", "snapshot_id": state.snapshot.snapshot_id}
-    position_inputs = [d for files in chosen.position_groups.values() for d in files]
-    equality_inputs = [d for files in chosen.equality_groups.values() for d in files]
-    require_parquet([d.file for d in position_inputs + equality_inputs])
+        result["status"] = "empty-table"
+        return []
+    chosen = plan(state, options, where, only)
+    if only is None:
+        result["planned_groups"] = len(chosen.groups)
+        result.setdefault("snapshot_id", state.snapshot.snapshot_id)
+    if not (chosen.groups or chosen.dangling):
+        return []
+    require_parquet([d.file for g in chosen.groups for d in g.files])
 
-    groups: dict[int, PartitionKey] = {}
-    group_seq: dict[int, int] = {}
     run = RunFiles(spark, table.io, table.metadata, "rewrite-deletes")
+    written: dict[int, list[DataFile]] = defaultdict(list)
+    done: set[int] = set()  # groups committed, or whose files were already deleted
+    commits_before = len(result["commits"])
     try:
-        if position_inputs:
-            _write_positions(
-                spark,
-                run,
-                table,
-                state=state,
-                chosen=chosen,
-                groups=groups,
-                group_seq=group_seq,
-                options=options,
-            )
-        if equality_inputs:
-            _write_equalities(spark, run, table, chosen=chosen, groups=groups, group_seq=group_seq)
-        added = finish(run, groups)
-        rewrite = DeleteRewrite(table).validate_from_snapshot(state.snapshot.snapshot_id)
-        for d in position_inputs + equality_inputs + chosen.dangling:
-            rewrite.delete_file(d.file)
-        for f, g in added:
-            rewrite.add_file(f, data_sequence_number=group_seq[g])
-        rewrite.snapshot_property(JOB_PROPERTY, JOB)
-        committed = rewrite.commit()
+        if chosen.of_kind(equality=False):
+            _write_positions(spark, run, table, state=state, chosen=chosen, options=options)
+        if chosen.of_kind(equality=True):
+            _write_equalities(spark, run, table, chosen=chosen)
+        groups = {g.index: g.key for g in chosen.groups}
+        for f, g in finish(run, groups):
+            written[g].append(f)
+        failed: Failed = []
+        batches = commit_batches(
+            chosen.groups, options.partial_progress_enabled, options.partial_progress_max_commits
+        )
+        for n, batch in enumerate(batches):
+            dangling = chosen.dangling if n == 0 else []
+            try:
+                _commit(table, state, batch, dangling=dangling, written=written, result=result)
+            except CommitConflictError as exc:
+                if not options.partial_progress_enabled:
+                    raise
+                delete_quietly(table, [f for g in batch for f in written[g.index]])
+                keys = [g.key for g in batch] + [d.partition_key for d in dangling]
+                names = "; ".join(g.describe() for g in batch) or "dangling deletes"
+                failed.append((keys, f"{names}: {exc} (conflicting snapshot {exc.snapshot_id})"))
+            done.update(g.index for g in batch)
     except CommitStateUnknownError:
-        raise
+        raise  # the files may be committed: never delete them
     except BaseException:
-        run.discard()
+        if len(result["commits"]) == commits_before:
+            run.discard()
+        else:  # keep what this run's earlier commits reference
+            delete_quietly(table, [f for g, fs in written.items() if g not in done for f in fs])
         raise
-    snapshot = committed.snapshot_by_id(rewrite.snapshot_id)
-    inputs = position_inputs + equality_inputs
-    added_positions = [f for f, _ in added if f.content == FileContent.POSITION_DELETES]
+    return failed
+
+
+def _commit(
+    table: Table,
+    state: LiveState,
+    batch: list[DeleteGroup],
+    *,
+    dangling: list[LiveDelete],
+    written: dict[int, list[DataFile]],
+    result: dict[str, Any],
+) -> None:
+    """One `replace` commit of `batch` (and the dangling files), validated from the
+    planning snapshot; adds its counts to `result`."""
+    rewrite = DeleteRewrite(table).validate_from_snapshot(state.snapshot.snapshot_id)
+    inputs = [d for g in batch for d in g.files]
+    for d in inputs + dangling:
+        rewrite.delete_file(d.file)
+    added: list[DataFile] = []
+    for g in batch:
+        for f in written[g.index]:
+            rewrite.add_file(f, data_sequence_number=g.sequence_number)
+            added.append(f)
+    rewrite.snapshot_property(JOB_PROPERTY, JOB)
+    metadata = rewrite.commit()
+    snapshot = metadata.snapshot_by_id(rewrite.snapshot_id)
+    positions = [d for g in batch if g.equality_ids is None for d in g.files]
+    added_positions = [f for f in added if f.content == FileContent.POSITION_DELETES]
+    counts = {
+        "rewritten_delete_files": len(inputs),
+        "added_delete_files": len(added),
+        "rewritten_bytes": _size(inputs),
+        "added_bytes": sum(f.file_size_in_bytes for f in added),
+        "removed_dangling_delete_files": len(dangling),
+        "rewritten_position_deletes": sum(d.file.record_count for d in positions),
+        "added_position_deletes": sum(f.record_count for f in added_positions),
+        "merged_equality_delete_files": len(inputs) - len(positions),
+        "added_equality_delete_files": len(added) - len(added_positions),
+        "rewritten_groups": len(batch),
+    }
+    counts["dropped_position_deletes"] = (
+        counts["rewritten_position_deletes"] - counts["added_position_deletes"]
+    )
+    for name, value in counts.items():
+        result[name] += value
+    result["commits"].append(snapshot.snapshot_id)
     result.update(
         status="committed",
         snapshot_id=snapshot.snapshot_id,
         sequence_number=snapshot.sequence_number,
         starting_snapshot_id=state.snapshot.snapshot_id,
-        rewritten_delete_files=len(inputs),
-        added_delete_files=len(added),
-        rewritten_bytes=sum(d.file.file_size_in_bytes for d in inputs),
-        added_bytes=sum(f.file_size_in_bytes for f, _ in added),
-        removed_dangling_delete_files=len(chosen.dangling),
-        rewritten_position_deletes=sum(d.file.record_count for d in position_inputs),
-        added_position_deletes=sum(f.record_count for f in added_positions),
-        merged_equality_delete_files=len(equality_inputs),
-        added_equality_delete_files=len(added) - len(added_positions),
-        rewritten_groups=len(chosen.position_groups) + len(chosen.equality_groups),
     )
-    result["dropped_position_deletes"] = (
-        result["rewritten_position_deletes"] - result["added_position_deletes"]
-    )
-    return result
 
 
 def _write_positions(
@@ -274,20 +418,17 @@ def _write_positions(
     *,
     state: LiveState,
     chosen: _Plan,
-    groups: dict[int, PartitionKey],
-    group_seq: dict[int, int],
     options: RewriteDeletesOptions,
 ) -> None:
-    inputs = [d for files in chosen.position_groups.values() for d in files]
+    groups = chosen.of_kind(equality=False)
+    inputs = [d for g in groups for d in g.files]
     delete_id = {d.file.file_path: i for i, d in enumerate(inputs)}
-    pairs = []
-    for key, files in chosen.position_groups.items():
-        g = len(groups)
-        groups[g] = key
-        group_seq[g] = max(d.sequence_number for d in files)
-        for d in files:
-            for task in state.applies[d.file.file_path]:
-                pairs.append((delete_id[d.file.file_path], task.file.file_path, g))
+    pairs = [
+        (delete_id[d.file.file_path], task.file.file_path, g.index)
+        for g in groups
+        for d in g.files
+        for task in state.applies[d.file.file_path]
+    ]
     paths = [d.file.file_path for d in inputs]
     rows = read_with_file_id(
         spark, paths, [_PATH, _POS], ["file_path", "pos"], ids=delete_id, id_column=_D
@@ -304,34 +445,24 @@ def _write_positions(
     )
     kept = rows.join(F.broadcast(applicable), [_D, "file_path"]).select("file_path", "pos", GROUP)
     records = sum(d.file.record_count for d in inputs)
-    size = sum(d.file.file_size_in_bytes for d in inputs)
     max_records = (
-        max(1, int(options.target_file_size_bytes / (size / records))) if records else None
+        max(1, int(options.target_file_size_bytes / (_size(inputs) / records))) if records else None
     )
+    keys = {g.index: g.key for g in groups}
     write_position_deletes(
-        run, kept.distinct(), table.metadata.spec(), groups, max_records=max_records
+        run, kept.distinct(), table.metadata.spec(), keys, max_records=max_records
     )
 
 
-def _write_equalities(
-    spark: SparkSession,
-    run: RunFiles,
-    table: Table,
-    *,
-    chosen: _Plan,
-    groups: dict[int, PartitionKey],
-    group_seq: dict[int, int],
-) -> None:
+def _write_equalities(spark: SparkSession, run: RunFiles, table: Table, *, chosen: _Plan) -> None:
     schema = table.metadata.schema()
-    by_ids: dict[tuple[int, ...], list[tuple[int, list[LiveDelete]]]] = defaultdict(list)
-    for (key, seq, ids), files in chosen.equality_groups.items():
-        g = len(groups)
-        groups[g] = key
-        group_seq[g] = seq
-        by_ids[ids].append((g, files))
+    by_ids: dict[tuple[int, ...], list[DeleteGroup]] = defaultdict(list)
+    for g in chosen.of_kind(equality=True):
+        assert g.equality_ids is not None
+        by_ids[g.equality_ids].append(g)
     for n, (ids, members) in enumerate(sorted(by_ids.items())):
-        fields = top_level_fields(schema, ids, members[0][1][0].file.file_path)
-        files = [(g, d) for g, ds in members for d in ds]
+        fields = top_level_fields(schema, ids, members[0].files[0].file.file_path)
+        files = [(g.index, d) for g in members for d in g.files]
         delete_id = {d.file.file_path: i for i, (_, d) in enumerate(files)}
         aliases = [f"_k{i}" for i in range(len(fields))]
         keys = read_with_file_id(
@@ -364,7 +495,7 @@ def _write_equalities(
             merged,
             table.metadata.spec(),
             key_fields=fields,
-            groups=groups,
+            groups={g.index: g.key for g in members},
             name=f"equality-deletes-{n}",
             metrics=MetricsConfig.for_table(table.metadata.properties, schema),
         )

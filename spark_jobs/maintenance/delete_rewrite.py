@@ -4,19 +4,25 @@
 files to still be live: a job that turns equality deletes into position deletes on data file
 D must not commit if D was replaced meanwhile (a compaction may have written D's rows into a
 file the removed equality delete still applied to; the new position deletes would miss it).
+`commit_batches` splits a job's groups into the commits of `partial-progress.enabled`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
-from typing import Any
+import contextlib
+import math
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, TypeVar
 
 from icecore.commit.rewrite import RewriteFiles
 from icecore.commit.validation import Validator
 from icecore.errors import CommitConflictError
+from icecore.manifest import DataFile
 from icecore.refs import MAIN_BRANCH
 from icecore.table import Table
 from spark_jobs.common.errors import JobError
+
+G = TypeVar("G")
 
 
 class DeleteRewrite(RewriteFiles):
@@ -58,3 +64,20 @@ def with_replanning(
         result["conflicts"] = [str(c) for c in conflicts]
         return result
     raise AssertionError("unreachable")
+
+
+def commit_batches(groups: Sequence[G], partial_progress: bool, max_commits: int) -> list[list[G]]:
+    """The groups of each commit: all in one, or with partial progress spread evenly over at
+    most `max_commits` commits (as Iceberg's `partial-progress.max-commits`). Always at
+    least one commit, which may hold no group (it then only removes dangling files)."""
+    if not partial_progress or len(groups) <= 1:
+        return [list(groups)]
+    size = math.ceil(len(groups) / min(len(groups), max_commits))
+    return [list(groups[i : i + size]) for i in range(0, len(groups), size)]
+
+
+def delete_quietly(table: Table, files: Iterable[DataFile]) -> None:
+    """Delete files no commit references (best effort: what stays is only an orphan)."""
+    for f in files:
+        with contextlib.suppress(Exception):
+            table.io.delete(f.file_path, missing_ok=True)

@@ -5,11 +5,11 @@ every equality delete file E, the data files it applies to (data sequence number
 same partition, or any partition for a delete of an unpartitioned spec).
 
 Spark: per set of equality field ids, read only the key columns of the delete files and of
-the data files they apply to (by field id; the data rows with `_metadata.row_index`), join
-on the keys null-safely (an equality delete matches null to null), and keep a match only if
-the planner paired that delete file with that data file. The distinct (file, position)
-pairs are written as position delete files, sorted by (`file_path`, `pos`), one per data
-file partition and task.
+the data files they apply to (by field id; the data rows with `_metadata.row_index`), and
+semi-join them on the keys null-safely (an equality delete matches null to null), where the
+delete's sequence number is higher and it applies to the data file's partition (see
+`_matches`). The (file, position) pairs are written as position delete files, sorted by
+(`file_path`, `pos`), one per data file partition and task.
 
 Sequence numbers: a position delete applies to the data files named in it whose data
 sequence number is at most its own. Each new file takes the largest data sequence number of
@@ -37,7 +37,6 @@ from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql import types as T
 
 from icecore.catalog import Catalog
 from icecore.errors import CommitStateUnknownError
@@ -46,7 +45,7 @@ from icecore.table import Table
 from spark_jobs.common.errors import JobError
 from spark_jobs.common.session import configure
 from spark_jobs.maintenance.delete_rewrite import DeleteRewrite, with_replanning
-from spark_jobs.maintenance.file_ids import read_with_file_id
+from spark_jobs.maintenance.file_ids import URI, checked, field_struct, local_frame, uri_rows
 from spark_jobs.maintenance.grouped_deletes import GROUP, finish, write_position_deletes
 from spark_jobs.maintenance.live_files import (
     LiveDelete,
@@ -56,11 +55,13 @@ from spark_jobs.maintenance.live_files import (
     require_parquet,
     top_level_fields,
 )
+from spark_jobs.maintenance.live_rows import BROADCAST_DELETE_ROWS
+from spark_jobs.schema import quoted
 from spark_jobs.writing.files import RunFiles
 
 JOB = "convert_equality_deletes"
 JOB_PROPERTY = "icefloe.job"
-_D, _R, _POS = "_del", "_data", "_pos"
+_ID, _POS, _SEQ, _DEL_SEQ, _SCOPE = "_id", "_pos", "_seq", "_del_seq", "_groups"
 
 
 @dataclass(frozen=True)
@@ -115,25 +116,11 @@ def convert_once(spark: SparkSession, table: Table) -> dict[str, Any]:
     targets = sorted({t.file.file_path for d in used for t in state.applies[d.file.file_path]})
     require_parquet([d.file for d in used] + [state.data_by_path[p].file for p in targets])
 
-    data_id = {p: i for i, p in enumerate(targets)}
     groups, group_of_data, group_seq = _groups(state, used)
     run = RunFiles(spark, table.io, table.metadata, "convert-eq-deletes")
     try:
         if used:
-            matches = _matches(spark, table, state, used, data_id)
-            info = spark.createDataFrame(
-                [(i, p, group_of_data[p]) for p, i in data_id.items()],
-                T.StructType(
-                    [
-                        T.StructField(_R, T.IntegerType()),
-                        T.StructField("file_path", T.StringType()),
-                        T.StructField(GROUP, T.IntegerType()),
-                    ]
-                ),
-            )
-            positions = matches.join(F.broadcast(info), _R).select(
-                "file_path", F.col(_POS).alias("pos"), GROUP
-            )
+            positions = _matches(spark, table, state, used, group_of_data)
             write_position_deletes(run, positions, table.metadata.spec(), groups)
         added = finish(run, groups)
         result.update(
@@ -186,43 +173,103 @@ def _matches(
     table: Table,
     state: LiveState,
     used: list[LiveDelete],
-    data_id: Mapping[str, int],
+    group_of_data: Mapping[str, int],
 ) -> DataFrame:
-    """(`_data`, `_pos`) of every live row some equality delete deletes, distinct."""
+    """(`file_path`, `pos`, `_group`) of every live row some equality delete deletes, each
+    once: one Spark job with a single shuffle (the write's, by group).
+
+    A delete row deletes a data row when the keys are equal (null-safe), the delete's data
+    sequence number is higher, and the delete applies to the data file's group -- its
+    (spec, partition): the planner paired the delete with a file of that group, and within
+    one partition pairing depends on the sequence numbers only. A left semi join keeps each
+    data row once however many delete rows match it, so no `distinct` is needed."""
     schema = table.metadata.schema()
     by_ids: dict[tuple[int, ...], list[LiveDelete]] = defaultdict(list)
     for d in used:
         by_ids[tuple(d.file.equality_ids or ())].append(d)
-    frames = []
-    for ids, deletes in sorted(by_ids.items()):
-        if not ids:
+    scope: dict[str, set[int]] = defaultdict(set)
+    for d in used:
+        scope[d.file.file_path].update(
+            group_of_data[t.file.file_path] for t in state.applies[d.file.file_path]
+        )
+    # Per file: id, data sequence number, group (data files) or groups (deletes).
+    values: dict[str, tuple[Any, ...]] = {}
+    for d in used:
+        values[d.file.file_path] = (None, d.sequence_number, None, sorted(scope[d.file.file_path]))
+    data_ids = {path: i for i, path in enumerate(group_of_data)}
+    for path, group in group_of_data.items():
+        values[path] = (data_ids[path], state.data_by_path[path].data_sequence_number, group, None)
+    scans = []
+    spelled: dict[str, tuple[Any, ...]] = {}  # Spark's spellings of every file read
+    for eq_ids, deletes in sorted(by_ids.items()):
+        if not eq_ids:
             raise JobError(f"equality delete {deletes[0].file.file_path} has no equality ids")
-        fields = top_level_fields(schema, ids, deletes[0].file.file_path)
+        fields = top_level_fields(schema, eq_ids, deletes[0].file.file_path)
         delete_paths = [d.file.file_path for d in deletes]
-        delete_id = {p: i for i, p in enumerate(delete_paths)}
+        data_paths = sorted(
+            {t.file.file_path for d in deletes for t in state.applies[d.file.file_path]}
+        )
+        raws = []
+        for paths in (delete_paths, data_paths):
+            raw = spark.read.schema(field_struct(fields)).parquet(*paths)
+            spelled.update((row[0], row[1:]) for row in uri_rows(raw, paths, values))
+            raws.append(raw)
+        rows = sum(d.file.record_count for d in deletes)
+        scans.append((fields, raws[0], raws[1], rows))
+    # One lookup for every scan: a broadcast, even of a local table, is a Spark job.
+    lookup = F.broadcast(
+        local_frame(
+            spark,
+            [(uri, *v) for uri, v in spelled.items()],
+            [
+                (URI, "string"),
+                (_ID, "int"),
+                (_SEQ, "long"),
+                (GROUP, "int"),
+                (_SCOPE, "array<int>"),
+            ],
+        )
+    )
+    frames = []
+    for fields, delete_raw, data_raw, delete_rows in scans:
         dk = [f"_dk{n}" for n in range(len(fields))]
         rk = [f"_rk{n}" for n in range(len(fields))]
-        keys = read_with_file_id(
-            spark, delete_paths, fields, dk, ids=delete_id, id_column=_D
-        ).distinct()
-        paths = sorted({t.file.file_path for d in deletes for t in state.applies[d.file.file_path]})
-        rows = read_with_file_id(
-            spark, paths, fields, rk, ids=data_id, id_column=_R, with_position=_POS
+        keys = (
+            _keys(delete_raw, fields, dk)
+            .join(lookup, URI, "left")
+            .select(*dk, checked(_SEQ).alias(_DEL_SEQ), _SCOPE)
         )
-        pairs = spark.createDataFrame(
-            [
-                (delete_id[d.file.file_path], data_id[t.file.file_path])
-                for d in deletes
-                for t in state.applies[d.file.file_path]
-            ],
-            T.StructType([T.StructField(_D, T.IntegerType()), T.StructField(_R, T.IntegerType())]),
+        if delete_rows <= BROADCAST_DELETE_ROWS:
+            keys = F.broadcast(keys)  # the data rows are then never shuffled
+        rows = (
+            _keys(data_raw, fields, rk)
+            .withColumn(_POS, F.col("_metadata.row_index"))
+            .join(lookup, URI, "left")
+            .select(*rk, _POS, checked(_ID).alias(_ID), _SEQ, GROUP)
         )
         same = reduce(
-            lambda a, b: a & b, [rows[r].eqNullSafe(keys[d]) for r, d in zip(rk, dk, strict=True)]
+            lambda a, b: a & b,
+            [F.col(r).eqNullSafe(F.col(d)) for r, d in zip(rk, dk, strict=True)],
         )
-        matched = rows.join(keys, same).select(rows[_R], rows[_POS], keys[_D])
-        frames.append(matched.join(F.broadcast(pairs), [_D, _R]).select(_R, _POS))
-    return reduce(DataFrame.unionByName, frames).distinct()
+        applies = (F.col(_DEL_SEQ) > F.col(_SEQ)) & F.array_contains(F.col(_SCOPE), F.col(GROUP))
+        frames.append(rows.join(keys, same & applies, "left_semi").select(_ID, _POS, GROUP))
+    # Paths only for the deleted rows: carrying a path string through every data row's
+    # join costs more than this small join.
+    paths = F.broadcast(
+        local_frame(
+            spark, [(i, p) for p, i in data_ids.items()], [(_ID, "int"), ("file_path", "string")]
+        )
+    )
+    deleted = reduce(DataFrame.unionByName, frames).join(paths, _ID)
+    return deleted.select("file_path", F.col(_POS).alias("pos"), GROUP)
+
+
+def _keys(raw: DataFrame, fields: list[Any], aliases: list[str]) -> DataFrame:
+    """The key columns (read by field id) as `aliases`, and Spark's URI of the file."""
+    return raw.select(
+        *(F.col(quoted(f.name)).alias(a) for f, a in zip(fields, aliases, strict=True)),
+        F.col("_metadata.file_path").alias(URI),
+    )
 
 
 def _commit(

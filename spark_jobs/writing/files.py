@@ -6,6 +6,8 @@ run (a table's data directory may hold millions of others), and a failed or aban
 removed by deleting it. Nothing in the table references these files until the commit, so a
 job killed at any point before it leaves the table as it was.
 
+Files with uuid, fixed, time, list or map columns, which Spark's writer cannot produce, are
+written with pyarrow on the executors instead (`arrow_files`), below the same directories.
 Spark's writer is told what Iceberg's would do from the table properties: compression
 (`write.parquet.compression-codec`, zstd by default as in Iceberg), row group, page and
 dictionary sizes, and a row limit per file derived from `write.target-file-size-bytes` and
@@ -30,6 +32,9 @@ from icecore.metadata import TableMetadata
 from icecore.partitioning import PartitionSpec
 from icecore.schema import Schema
 from icecore.types import LongType, NestedField, StringType
+from spark_jobs.common.errors import JobError
+from spark_jobs.schema import invalid_value, needs_arrow_writer
+from spark_jobs.writing.arrow_files import write_with_arrow
 from spark_jobs.writing.layout import PartitionLayout
 from spark_jobs.writing.metrics import MetricsConfig, describe_files
 
@@ -128,8 +133,34 @@ class RunFiles:
         self, frame: DataFrame, file_set: FileSet, max_records: int | None = None
     ) -> list[str]:
         """Write `frame` (the file set's columns, then its partition columns); the locations
-        of the files it became, described later, all at once, by `files()`."""
+        of the files it became, described later, all at once, by `files()`.
+
+        A source value the table's type cannot hold (a malformed uuid, a fixed value of the
+        wrong length, ...) fails the write with a JobError naming the column."""
+        try:
+            return self._write(frame, file_set, max_records)
+        except Exception as exc:
+            message = invalid_value(exc)
+            if message is None:
+                raise
+            raise JobError(message) from None
+
+    def _write(self, frame: DataFrame, file_set: FileSet, max_records: int | None) -> list[str]:
         location = self.location_of(file_set)
+        if needs_arrow_writer(file_set.schema.fields):
+            written = write_with_arrow(
+                frame,
+                location=location,
+                schema=file_set.schema,
+                partition_names=file_set.layout.names if file_set.layout is not None else [],
+                io=self.io,
+                io_properties=self.io_properties,
+                table_properties=self.metadata.properties,
+                max_records=max_records,
+                target_bytes=self.metadata.property_as_int(*TARGET_FILE_SIZE),
+            )
+            self._written.extend((path, file_set) for path in written)
+            return written
         writer = frame.write.mode("append").options(**self.options, **file_set.options)
         if max_records:
             writer = writer.option("maxRecordsPerFile", str(max_records))

@@ -8,10 +8,11 @@ that name is a table column, as identity fields are), and the tuple of each file
 back from its directory.
 
 That round trip must be exact, so values are rendered in forms Spark writes unambiguously:
-numbers, booleans and dates as Spark renders them; timestamps as microseconds; binary as
-base64. Spark writes an empty string as the null directory `__HIVE_DEFAULT_PARTITION__`, so
-strings that are empty, equal to that name, or start with the marker U+0001 get the marker
-prefixed (Spark escapes it as `%01`); everything else keeps its plain, readable value.
+numbers, booleans and dates as Spark renders them; timestamps (and times) as microseconds;
+binary, fixed and uuid as base64. Spark writes an empty string as the null directory
+`__HIVE_DEFAULT_PARTITION__`, so strings that are empty, equal to that name, or start with the
+marker U+0001 get the marker prefixed (Spark escapes it as `%01`); everything else keeps its
+plain, readable value.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from __future__ import annotations
 import base64
 import re
 import struct
+import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from decimal import Decimal
@@ -38,6 +40,7 @@ from icecore.types import (
     DateType,
     DecimalType,
     DoubleType,
+    FixedType,
     FloatType,
     IcebergType,
     IntegerType,
@@ -45,6 +48,8 @@ from icecore.types import (
     StringType,
     TimestampType,
     TimestamptzType,
+    TimeType,
+    UUIDType,
 )
 from spark_jobs.common.errors import JobError
 from spark_jobs.schema import quoted
@@ -131,7 +136,7 @@ def _path_value(
     ):
         return F.expr(micros_sql(source_sql, source_type))
     value = transform_column(field.transform, source_sql, source_type)
-    if isinstance(result, BinaryType):
+    if isinstance(result, BinaryType | FixedType | UUIDType):
         return _marked(F.base64(value))
     if isinstance(result, StringType):
         return _marked(value)
@@ -148,7 +153,7 @@ def _unmark(text: str) -> str:
 
 
 def _parser(result: IcebergType) -> Callable[[str], Any]:
-    if isinstance(result, IntegerType | LongType | TimestampType | TimestamptzType):
+    if isinstance(result, IntegerType | LongType | TimeType | TimestampType | TimestamptzType):
         return int
     if isinstance(result, BooleanType):
         return lambda text: text == "true"
@@ -162,8 +167,10 @@ def _parser(result: IcebergType) -> Callable[[str], Any]:
         return lambda text: unscaled_to_decimal(result, decimal_to_unscaled(result, Decimal(text)))
     if isinstance(result, StringType):
         return _unmark
-    if isinstance(result, BinaryType):
+    if isinstance(result, BinaryType | FixedType):
         return lambda text: base64.b64decode(_unmark(text))
+    if isinstance(result, UUIDType):
+        return lambda text: uuid.UUID(bytes=base64.b64decode(_unmark(text)))
     raise JobError(f"partition values of type {result} are not supported by the Spark jobs")
 
 

@@ -12,6 +12,10 @@ an explicit default, only the first `write.metadata.metrics.max-inferred-column-
 shortens string and binary bounds to N characters or bytes (the upper bound rounded up, or
 dropped when it cannot be), `full` keeps them whole.
 
+Columns inside a list or a map get counts (value counts include null and empty-collection
+slots, as the column chunk reports them) but no bounds and no NaN count, as Java's
+`ParquetUtil.footerMetrics` does: a bound of repeated values says nothing about a row.
+
 What a footer cannot tell is left out, as "unknown" in the spec's sense: Parquet statistics
 hold no NaN count, but parquet-java orders NaN above every number, so a float column whose
 maximum is not NaN has none (count 0, bounds kept) while one whose maximum is NaN gets
@@ -24,6 +28,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import uuid
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
@@ -45,11 +50,15 @@ from icecore.types import (
     BinaryType,
     DecimalType,
     DoubleType,
+    FixedType,
     FloatType,
     IcebergType,
+    ListType,
+    MapType,
     NestedField,
     StringType,
     StructType,
+    UUIDType,
 )
 from spark_jobs.common.errors import JobError
 
@@ -122,6 +131,25 @@ def _leaves(fields: Iterable[NestedField], prefix: str = "") -> list[tuple[str, 
     return out
 
 
+def _typed_leaves(
+    fields: Iterable[NestedField], repeated: bool = False
+) -> list[tuple[NestedField, bool]]:
+    """Every primitive field (through structs, lists and maps) and whether it is inside a
+    list or map."""
+    out: list[tuple[NestedField, bool]] = []
+    for f in fields:
+        t = f.field_type
+        if isinstance(t, StructType):
+            out.extend(_typed_leaves(t.fields, repeated))
+        elif isinstance(t, ListType):
+            out.extend(_typed_leaves([t.element_field], True))
+        elif isinstance(t, MapType):
+            out.extend(_typed_leaves([t.key_field, t.value_field], True))
+        else:
+            out.append((f, repeated))
+    return out
+
+
 # Reading one footer -----------------------------------------------------------------------
 
 
@@ -174,7 +202,9 @@ def _value(t: IcebergType, raw: Any) -> Any:
         return unscaled_to_decimal(t, unscaled)
     if isinstance(t, StringType):
         return bytes(raw).decode("utf-8")
-    if isinstance(t, BinaryType):
+    if isinstance(t, UUIDType):
+        return uuid.UUID(bytes=bytes(raw))
+    if isinstance(t, BinaryType | FixedType):
         return bytes(raw)
     if isinstance(t, FloatType | DoubleType):
         return float(raw)
@@ -190,6 +220,11 @@ def _field_ids(schema: pa.Schema) -> dict[str, int]:
         if pa.types.is_struct(f.type):
             for i in range(f.type.num_fields):
                 visit(f.type.field(i), path + ".")
+        elif pa.types.is_map(f.type):  # Parquet's map: <name>.key_value.{key,value}
+            visit(f.type.key_field, path + ".key_value.")
+            visit(f.type.item_field, path + ".key_value.")
+        elif pa.types.is_list(f.type) or pa.types.is_large_list(f.type):
+            visit(f.type.value_field, path + ".list.")  # <name>.list.element
         elif f.metadata and FIELD_ID in f.metadata:
             out[path] = int(f.metadata[FIELD_ID])
 
@@ -207,7 +242,9 @@ def footer_metrics(
         parquet = pq.ParquetFile(handle)
         footer = parquet.metadata
         ids = _field_ids(parquet.schema_arrow)
-    types = {f.field_id: f.field_type for _, f in _leaves(schema.fields)}
+    leaves = _typed_leaves(schema.fields)
+    types = {f.field_id: f.field_type for f, _ in leaves}
+    repeated = {f.field_id for f, inside in leaves if inside}
     columns: dict[int, _Column] = {}
     offsets = []
     for g in range(footer.num_row_groups):
@@ -242,6 +279,8 @@ def footer_metrics(
         if column.nulls is not None:
             result["null_value_counts"][key] = column.nulls
         t = column.iceberg_type
+        if field_id in repeated:
+            continue  # counts only (see the module docstring)
         if isinstance(t, FloatType | DoubleType) and column.nulls is not None and column.nan_free:
             result["nan_value_counts"][key] = 0
         mode = config.mode(field_id)

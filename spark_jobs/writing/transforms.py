@@ -43,12 +43,15 @@ from icecore.types import (
     BinaryType,
     DateType,
     DecimalType,
+    FixedType,
     IcebergType,
     IntegerType,
     LongType,
     StringType,
     TimestampType,
     TimestamptzType,
+    TimeType,
+    UUIDType,
 )
 from spark_jobs.common.errors import JobError
 from spark_jobs.schema import spark_type
@@ -175,9 +178,12 @@ def bucket_column(num_buckets: int, sql: str, source_type: IcebergType) -> Colum
         value, placeholder, udf = f"cast(unix_date({sql}) as bigint)", "0L", _bucket_longs
     elif isinstance(source_type, TimestampType | TimestamptzType):
         value, placeholder, udf = micros_sql(sql, source_type), "0L", _bucket_longs
+    elif isinstance(source_type, TimeType):  # travels as micros since midnight already
+        value, placeholder, udf = f"cast({sql} as bigint)", "0L", _bucket_longs
     elif isinstance(source_type, StringType):
         value, placeholder, udf = sql, "''", _bucket_strings
-    elif isinstance(source_type, BinaryType):
+    elif isinstance(source_type, BinaryType | FixedType | UUIDType):
+        # uuid travels as its 16 big-endian bytes, the form the spec hashes.
         value, placeholder, udf = sql, "X''", _bucket_binary
     elif isinstance(source_type, DecimalType):
         placeholder = f"cast(0 as decimal({source_type.precision}, {source_type.scale}))"

@@ -1,25 +1,36 @@
 """Tables with position and equality deletes built by the ingestion job (CDC batches), a
-model of their rows, and the readers that must agree (for the delete-file job tests)."""
+model of their rows, the readers that must agree (for the delete-file job tests), and for
+tests that commit many batches or race a job: `commit_cdc`, the same batch laid out as the
+ingestion job lays it out but written with pyarrow and committed as an icecore row delta
+(no Spark, so fast enough to run concurrently with a job), and `before_swap`, the seam the
+race tests commit through."""
 
 from __future__ import annotations
 
 import datetime as dt
 import random
 from collections import Counter
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import duckdb
 import pyarrow as pa
 from pyiceberg.table import StaticTable
 from pyspark.sql import SparkSession
+from sqlalchemy import event
 
 from icecore.catalog import SqlCatalog
-from icecore.manifest import FileContent, ManifestEntry, read_manifest
+from icecore.manifest import DataFile, FileContent, ManifestEntry, read_manifest
 from icecore.scan import snapshot_manifests
+from icecore.schema import Schema
 from icecore.table import Table
+from icecore.types import LongType, NestedField, StringType, TimestampType
 from spark_jobs.ingestion.job import ingest
 from spark_jobs.ingestion.options import IngestOptions
+from spark_jobs.ingestion.table_setup import create_table, unpartitioned_spec
 from tests.support.reader import scan_rows
+from tests.support.tables import LocalTable
 
 SOURCE_SCHEMA = "id long, v string, ts timestamp_ntz, op string"
 TABLE = "db.deletes"
@@ -65,6 +76,97 @@ def build(
     return rnd
 
 
+def model_apply(model: list[tuple[Any, ...]], batch_rows: list[tuple[Any, ...]]) -> None:
+    """The CDC contract on a list of (id, v, ts): `I` adds, `U` replaces every row of its
+    key, `D` deletes them (see spark_jobs.ingestion.changes)."""
+    for key, v, ts, op in batch_rows:
+        if op != "I":
+            model[:] = [m for m in model if m[0] != key]
+        if op != "D":
+            model.append((key, v, _micros(ts)))
+
+
+def _micros(ts: dt.datetime) -> int:
+    return (ts - dt.datetime(1970, 1, 1)) // dt.timedelta(microseconds=1)
+
+
+def create(catalog: SqlCatalog, partition_by: str | None) -> Table:
+    """The table the ingestion job creates for SOURCE_SCHEMA (keyed by `id`)."""
+    schema = Schema(
+        (
+            NestedField(1, "id", LongType()),
+            NestedField(2, "v", StringType()),
+            NestedField(3, "ts", TimestampType()),
+        )
+    )
+    return create_table(
+        catalog,
+        TABLE,
+        schema,
+        partition_by=partition_by,
+        sort_by=None,
+        properties={},
+        format_version=2,
+    )
+
+
+def commit_cdc(table: Table, batch_rows: list[tuple[Any, ...]]) -> int:
+    """Commit a CDC batch (id, v, ts, op) as one row delta laid out like the ingestion
+    job's: data files of the I and U rows per partition, position deletes of the rows a
+    later change of the batch supersedes, equality deletes on `id` of the keys U and D
+    touch (per partition when the spec partitions by `id` only, else global). Returns the
+    snapshot id. Keys must not be null (the ingestion job's null-key handling is not
+    modelled here)."""
+    table.refresh()
+    spec = table.metadata.spec()
+    local = LocalTable(table.io, table.metadata)
+    by_id = {f.source_id for f in spec.fields} <= {1}
+    written: list[dict[str, Any]] = []
+    superseded: set[int] = set()
+    touched: dict[Any, None] = {}
+    for key, v, ts, op in batch_rows:
+        assert key is not None, "commit_cdc does not model null keys"
+        if op != "I":
+            superseded.update(i for i, r in enumerate(written) if r["id"] == key)
+            touched[key] = None
+        if op != "D":
+            written.append({"id": key, "v": v, "ts": _micros(ts)})
+    files: list[DataFile] = []
+    positions: dict[tuple[Any, ...], list[tuple[str, int]]] = {}
+    by_partition: dict[tuple[Any, ...], list[int]] = {}
+    for i, r in enumerate(written):
+        by_partition.setdefault(local.partition_of(r), []).append(i)
+    for partition, members in by_partition.items():
+        data = local.write_data([written[i] for i in members])
+        files.append(data)
+        gone = [(data.file_path, pos) for pos, i in enumerate(members) if i in superseded]
+        if gone:
+            positions.setdefault(partition, []).extend(gone)
+    for partition, deletes in positions.items():
+        files.append(local.write_position_deletes(deletes, partition=partition))
+    keys = [{"id": k} for k in touched]
+    if keys and by_id:
+        grouped: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
+        for k in keys:
+            grouped.setdefault(local.partition_of(k), []).append(k)
+        for partition, members in grouped.items():
+            files.append(local.write_equality_deletes(members, ["id"], partition=partition))
+    elif keys:
+        global_spec = unpartitioned_spec(table)
+        local = LocalTable(table.io, table.metadata)
+        files.append(
+            local.write_equality_deletes(keys, ["id"], partition=(), spec_id=global_spec.spec_id)
+        )
+    delta = table.new_row_delta()
+    for f in files:
+        if f.content == FileContent.DATA:
+            delta.add_rows(f)
+        else:
+            delta.add_deletes(f)
+    delta.commit()
+    return delta.snapshot_id
+
+
 def rows(table: Table, duck: duckdb.DuckDBPyConnection | None) -> Rows:
     """The rows as icecore's planner and a naive reader see them; DuckDB must agree, and
     PyIceberg too when no equality delete is live.
@@ -108,3 +210,25 @@ def live(table: Table) -> dict[FileContent, list[ManifestEntry]]:
         for entry in read_manifest(table.io, manifest, spec=spec, live_only=True):
             out[entry.data_file.content].append(entry)
     return out
+
+
+@contextmanager
+def before_swap(catalog: SqlCatalog, action: Callable[[int], None]) -> Iterator[None]:
+    """Run `action(n)` right before the n-th (from 1) metadata swap `catalog` sends to its
+    database: a commit has written its snapshot and is about to compare-and-swap the
+    table's metadata pointer. Whatever `action` commits (through another catalog) lands in
+    between, exactly as a concurrent writer would: the swap then fails and icecore
+    re-validates on the new state. It is SQLAlchemy's event API, not a patch of our code."""
+    swaps = 0
+
+    def hook(_conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
+        nonlocal swaps
+        if statement.lstrip().upper().startswith("UPDATE ICEBERG_TABLES SET METADATA_LOCATION"):
+            swaps += 1
+            action(swaps)
+
+    event.listen(catalog.engine, "before_cursor_execute", hook)
+    try:
+        yield
+    finally:
+        event.remove(catalog.engine, "before_cursor_execute", hook)

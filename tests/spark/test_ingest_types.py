@@ -4,14 +4,16 @@ A Parquet source holding every primitive type Spark's writer supports (with null
 multi-byte strings, pre-1970 dates, NaN) is ingested into a new partitioned table; PyIceberg
 and DuckDB must return the source's values, and the data files must be what Iceberg readers
 expect: field ids on every column, timestamps as INT64 micros, footer metrics in manifests.
-uuid, fixed and time columns, which Spark cannot write with Iceberg's physical types, are
-refused with a clear error.
+A table made elsewhere with uuid, fixed, time, list and map columns takes rows from a Spark
+DataFrame (uuids and times as text): the job writes those files with pyarrow
+(test_ingest_nested_types.py covers these types in depth).
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import math
+import uuid
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -29,8 +31,17 @@ from icecore.manifest import read_manifest
 from icecore.metadata import read_table_metadata
 from icecore.scan import snapshot_manifests
 from icecore.schema import Schema
-from icecore.types import DoubleType, LongType, NestedField, StringType, UUIDType
-from spark_jobs.common.errors import JobError
+from icecore.types import (
+    DoubleType,
+    FixedType,
+    ListType,
+    LongType,
+    MapType,
+    NestedField,
+    StringType,
+    TimeType,
+    UUIDType,
+)
 from spark_jobs.ingestion.job import ingest
 from spark_jobs.ingestion.options import IngestOptions
 from tests.support.duckdb import duck_connection  # noqa: F401 - provides the `duck` fixture
@@ -168,15 +179,34 @@ def test_data_files_carry_field_ids_micros_and_footer_metrics(
     assert long_file.split_offsets == [4]
 
 
-def test_types_spark_cannot_write_are_refused(spark: SparkSession, catalog: SqlCatalog) -> None:
+def test_table_with_types_spark_cannot_write_takes_a_dataframe(
+    spark: SparkSession, catalog: SqlCatalog, duck: duckdb.DuckDBPyConnection
+) -> None:
     catalog.create_namespace("db")
-    schema = Schema((NestedField(1, "id", LongType()), NestedField(2, "u", UUIDType())))
-    table = catalog.create_table("db.uuids", schema)
-    with pytest.raises(JobError, match="column u has type uuid"):
-        ingest(
-            spark,
-            catalog,
-            IngestOptions(table="db.uuids"),
-            source=spark.createDataFrame([(1, "x")], "id long, u string"),
+    schema = Schema(
+        (
+            NestedField(1, "id", LongType()),
+            NestedField(2, "u", UUIDType()),
+            NestedField(3, "t", TimeType()),
+            NestedField(4, "fx", FixedType(3)),
+            NestedField(5, "li", ListType(7, StringType(), element_required=False)),
+            NestedField(6, "m", MapType(8, StringType(), 9, LongType(), value_required=False)),
         )
-    assert catalog.load_table("db.uuids").metadata.snapshots == table.metadata.snapshots
+    )
+    catalog.create_table("db.others", schema)
+    u = uuid.UUID("123e4567-e89b-12d3-a456-426614174000")
+    frame = spark.createDataFrame(
+        [
+            (1, str(u), "08:30:00.25", b"abc", ["x", None], {"k": 2}),
+            (2, None, None, None, None, None),
+        ],
+        "id long, u string, t string, fx binary, li array<string>, m map<string, long>",
+    )
+    result = ingest(spark, catalog, IngestOptions(table="db.others"), source=frame)
+    assert result["status"] == "committed" and result["rows"] == 2
+    location = catalog.load_table("db.others").metadata_location
+    rows = duck.execute(f"SELECT * FROM iceberg_scan('{location}') ORDER BY id").fetchall()
+    assert rows == [
+        (1, u, dt.time(8, 30, 0, 250000), b"abc", ["x", None], {"k": 2}),
+        (2, None, None, None, None, None),
+    ]

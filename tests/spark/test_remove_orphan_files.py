@@ -158,7 +158,7 @@ def test_old_orphans_go_young_and_referenced_files_stay(
     for snapshot in table.metadata.snapshots:  # time travel still works everywhere
         list(scan_rows(table.io, table.metadata, snapshot_id=snapshot.snapshot_id))
 
-    again = remove_orphans(spark, catalog, OrphanOptions(table=NAME, older_than="0s"))
+    again = remove_orphans(spark, catalog, OrphanOptions(NAME, older_than="0s", force=True))
     assert again["orphan_file_location"] == [str(young)]
     # Everything else left is referenced, but for the two hidden files.
     assert again["referenced_files_count"] == len(kept) - 1 - 2
@@ -169,7 +169,7 @@ def test_old_orphans_go_young_and_referenced_files_stay(
     manifest = next(iter(snapshot_manifests(table.io, snapshot))).manifest_path
     Path(manifest).rename(manifest + ".away")
     with pytest.raises(JobError, match=r"cannot tell the orphans of db\.t apart"):
-        remove_orphans(spark, catalog, OrphanOptions(table=NAME, older_than="0s"))
+        remove_orphans(spark, catalog, OrphanOptions(NAME, older_than="0s", force=True))
     assert Path(manifest + ".away").exists()
 
 
@@ -245,6 +245,12 @@ def test_command_line(spark: SparkSession, catalog: SqlCatalog, warehouse: Path)
     assert result["orphan_file_location"] == [str(orphan)] and result["dry_run"]
     out = io.StringIO()
     assert run(main, [*shared, "--prefix-mismatch-mode", "nope"], stdout=out, stderr=err) == 2
+    # Deleting with a cutoff inside the --min-age floor would take in-flight commits' files.
+    assert run(main, [*shared, "--older-than", "0s"], stdout=out, stderr=err) == 1
+    assert (
+        err.getvalue().splitlines()[-1].startswith("JobError: refusing --older-than 0s")
+        and "--min-age floor (1d ago" in err.getvalue().splitlines()[-1]
+    )
     assert run(main, [*shared, "--older-than", "soon"], stdout=out, stderr=err) == 1
     assert err.getvalue().splitlines()[-1].startswith("JobError: invalid time 'soon'")
     assert run(main, [*shared, "--equal-schemes", "s3a"], stdout=out, stderr=err) == 1

@@ -4,6 +4,7 @@ sequence number, and every reader returns the same rows before and after."""
 
 from __future__ import annotations
 
+import random
 import shutil
 from collections import Counter
 from dataclasses import replace
@@ -16,12 +17,23 @@ from pyspark.sql import SparkSession
 
 from icecore.catalog import SqlCatalog
 from icecore.manifest import FileContent
+from icecore.snapshots import Operation
 from spark_jobs.common.errors import JobError
-from spark_jobs.maintenance import delete_compaction
 from spark_jobs.maintenance.delete_compaction import RewriteDeletesOptions, rewrite_position_deletes
 from spark_jobs.rewrite_position_deletes import main
-from tests.spark.delete_tables import TABLE, build, duck_rows, live, rows
+from tests.spark.delete_tables import (
+    TABLE,
+    batch,
+    before_swap,
+    build,
+    commit_cdc,
+    create,
+    duck_rows,
+    live,
+    rows,
+)
 from tests.support.duckdb import duck_connection  # noqa: F401 - provides the `duck` fixture
+from tests.support.reader import scan_rows
 
 
 @pytest.mark.parametrize(
@@ -142,38 +154,183 @@ def test_equality_deletes_merge_only_within_a_sequence_number(
 
 
 def test_concurrent_rewrite_of_an_input_conflicts_then_replans(
-    spark: SparkSession, catalog: SqlCatalog, monkeypatch: pytest.MonkeyPatch
+    spark: SparkSession, catalog: SqlCatalog, warehouse: object
 ) -> None:
-    """Another job replaces one of the position delete files being merged (between writing
-    and committing): the commit fails naming that snapshot, and the job plans again."""
-    build(spark, catalog, 3, None, seed=9, size=24)
+    """Another job replaces one of the position delete files being merged right before the
+    job's commit: the commit fails naming that snapshot, and the job plans again."""
+    create(catalog, None)
+    rnd = random.Random(9)
+    for b in range(3):
+        commit_cdc(catalog.load_table(TABLE), batch(rnd, b, 24, null_keys=False))
     expected = rows(catalog.load_table(TABLE), None)
-    real_finish = delete_compaction.finish
+    other = SqlCatalog("default", warehouse=warehouse)
     raced: list[int] = []
 
-    def racing_finish(run: Any, groups: Any) -> Any:
-        if not raced:
-            other = catalog.load_table(TABLE)
-            entry = live(other)[FileContent.POSITION_DELETES][0]
-            path = entry.data_file.file_path.replace(".parquet", "-copy.parquet")
-            shutil.copyfile(entry.data_file.file_path, path)
-            rewrite = other.new_rewrite().rewrite_files(delete_files_to_replace=[entry.data_file])
-            rewrite.add_file(
-                replace(entry.data_file, file_path=path), data_sequence_number=entry.sequence_number
+    def replace_an_input(swap: int) -> None:
+        if swap != 1:
+            return
+        table = other.load_table(TABLE)
+        entry = live(table)[FileContent.POSITION_DELETES][0]
+        path = entry.data_file.file_path.replace(".parquet", f"-copy{len(raced)}.parquet")
+        shutil.copyfile(entry.data_file.file_path, path)
+        rewrite = table.new_rewrite().rewrite_files(delete_files_to_replace=[entry.data_file])
+        rewrite.add_file(
+            replace(entry.data_file, file_path=path), data_sequence_number=entry.sequence_number
+        )
+        rewrite.commit()
+        raced.append(rewrite.snapshot_id)
+
+    try:
+        with before_swap(catalog, replace_an_input):
+            result = rewrite_position_deletes(
+                spark, catalog, RewriteDeletesOptions(TABLE, rewrite_all=True)
             )
-            rewrite.commit()
-            raced.append(rewrite.snapshot_id)
-        return real_finish(run, groups)
+        assert result["attempts"] == 2 and str(raced[0]) in result["conflicts"][0]
+        assert rows(catalog.load_table(TABLE), None) == expected
 
-    monkeypatch.setattr(delete_compaction, "finish", racing_finish)
-    result = rewrite_position_deletes(
-        spark, catalog, RewriteDeletesOptions(TABLE, rewrite_all=True)
+        options = RewriteDeletesOptions(TABLE, rewrite_all=True, max_attempts=1)
+        with before_swap(catalog, replace_an_input), pytest.raises(JobError) as failed:
+            rewrite_position_deletes(spark, catalog, options)
+        assert f"conflicting snapshot {raced[1]}" in str(failed.value)
+        assert rows(catalog.load_table(TABLE), None) == expected
+    finally:
+        other.close()
+
+
+def _snapshot_rows(table: Any, snapshot_id: int) -> Counter[tuple[Any, ...]]:
+    return Counter(
+        (r["id"], r["v"], r["ts"])
+        for r in scan_rows(table.io, table.metadata, snapshot_id=snapshot_id)
     )
-    assert result["attempts"] == 2 and str(raced[0]) in result["conflicts"][0]
-    assert rows(catalog.load_table(TABLE), None) == expected
 
-    raced.clear()
-    options = RewriteDeletesOptions(TABLE, rewrite_all=True, max_attempts=1)
-    with pytest.raises(JobError, match=r"conflicting snapshot \d+"):
-        rewrite_position_deletes(spark, catalog, options)
-    assert rows(catalog.load_table(TABLE), None) == expected
+
+def _position_deletes(table: Any) -> dict[str, int]:
+    return {
+        e.data_file.file_path: e.data_file.file_size_in_bytes
+        for e in live(table)[FileContent.POSITION_DELETES]
+    }
+
+
+@pytest.fixture
+def many_groups(spark: SparkSession, catalog: SqlCatalog) -> tuple[Counter[Any], dict[str, int]]:
+    """A partitioned table with enough position delete files for several groups (CDC
+    batches laid out as the ingestion job does, committed without Spark: see commit_cdc)."""
+    create(catalog, "bucket(2, id)")
+    rnd = random.Random(21)
+    for b in range(5):
+        commit_cdc(catalog.load_table(TABLE), batch(rnd, b, 24, null_keys=False))
+    table = catalog.load_table(TABLE)
+    positions = _position_deletes(table)
+    assert len(positions) >= 4
+    return rows(table, None), positions
+
+
+def test_partial_progress_commits_groups_separately(
+    spark: SparkSession,
+    catalog: SqlCatalog,
+    warehouse: object,
+    many_groups: tuple[Counter[Any], dict[str, int]],
+) -> None:
+    """Groups capped by --max-file-group-size-bytes, committed in several snapshots, each of
+    which reads exactly the rows the table had."""
+    expected, positions = many_groups
+    start = catalog.load_table(TABLE).metadata.current_snapshot()
+    assert start is not None
+    group_size = 2 * max(positions.values())  # two files per group at most
+    argv = ["--warehouse", str(warehouse), "--table", TABLE, "--rewrite-all"]
+    argv += ["--max-file-group-size-bytes", str(group_size)]
+    argv += ["--partial-progress.enabled", "true", "--partial-progress.max-commits", "2"]
+
+    result = main(argv)
+
+    table = catalog.load_table(TABLE)
+    commits = result["commits"]
+    assert result["status"] == "committed" and result["failed_groups"] == []
+    assert result["planned_groups"] >= 3 and len(commits) == 2
+    assert result["rewritten_groups"] == result["planned_groups"]
+    parents = [table.metadata.snapshot_by_id(c).parent_snapshot_id for c in commits]
+    assert parents == [start.snapshot_id, commits[0]]
+    for snapshot_id in commits:
+        assert _snapshot_rows(table, snapshot_id) == expected
+        summary = table.metadata.snapshot_by_id(snapshot_id).summary
+        assert summary is not None and summary.operation == Operation.REPLACE
+    assert rows(table, None) == expected
+    assert result["rewritten_delete_files"] == len(positions)
+    assert not set(positions) & set(_position_deletes(table))
+    for entry in live(table)[FileContent.POSITION_DELETES]:
+        assert entry.data_file.file_size_in_bytes <= group_size
+    # Without partial progress the same plan is one commit.
+    argv[-4:] = ["--partial-progress-enabled", "false"]
+    again = main(argv)
+    assert len(again["commits"]) == 1 and again["planned_groups"] >= 2
+    with pytest.raises(JobError, match="--partial-progress-max-commits must be at least 1"):
+        main([*argv, "--partial-progress-max-commits", "0"])
+    with pytest.raises(JobError, match="--max-file-group-size-bytes must be positive"):
+        RewriteDeletesOptions(TABLE, max_file_group_size_bytes=0)
+
+
+@pytest.mark.parametrize("max_attempts", [1, 3])
+def test_a_conflicting_group_leaves_the_other_commits(
+    spark: SparkSession,
+    catalog: SqlCatalog,
+    warehouse: object,
+    many_groups: tuple[Counter[Any], dict[str, int]],
+    max_attempts: int,
+) -> None:
+    """Before the job's second commit another writer replaces a delete file a later group
+    rewrites: that group's commit conflicts naming the writer's snapshot; the commits of
+    the other groups stand. With attempts left, the group's partition is planned again."""
+    expected, positions = many_groups
+    other = SqlCatalog("default", warehouse=warehouse)
+    raced: list[int] = []
+    copies: list[str] = []
+
+    def replace_an_input(swap: int) -> None:
+        if swap != 2:
+            return
+        table = other.load_table(TABLE)
+        live_positions = live(table)[FileContent.POSITION_DELETES]
+        entry = next(e for e in live_positions if e.data_file.file_path in positions)
+        path = entry.data_file.file_path.replace(".parquet", "-copy.parquet")
+        shutil.copyfile(entry.data_file.file_path, path)
+        rewrite = table.new_rewrite().rewrite_files(delete_files_to_replace=[entry.data_file])
+        rewrite.add_file(
+            replace(entry.data_file, file_path=path), data_sequence_number=entry.sequence_number
+        )
+        rewrite.commit()
+        raced.append(rewrite.snapshot_id)
+        copies.append(path)
+
+    options = RewriteDeletesOptions(
+        TABLE,
+        rewrite_all=True,
+        max_file_group_size_bytes=1,  # every file its own group
+        partial_progress_enabled=True,
+        partial_progress_max_commits=len(positions),
+        max_attempts=max_attempts,
+    )
+    try:
+        with before_swap(catalog, replace_an_input):
+            result = rewrite_position_deletes(spark, catalog, options)
+    finally:
+        other.close()
+
+    table = catalog.load_table(TABLE)
+    assert len(raced) == 1 and str(raced[0]) in result["conflicts"][0]
+    assert rows(table, None) == expected
+    for snapshot_id in result["commits"]:
+        assert _snapshot_rows(table, snapshot_id) == expected
+    if max_attempts == 1:
+        assert result["status"] == "partially-committed"
+        assert (
+            len(result["failed_groups"]) == 1
+            and f"snapshot {raced[0]}" in (result["failed_groups"][0])
+        )
+        assert len(result["commits"]) == len(positions) - 1
+        # The conflicting group's input stays (as the other writer's copy), uncompacted.
+        assert copies[0] in _position_deletes(table)
+    else:
+        assert result["failed_groups"] == [] and result["attempts"] == 2
+        assert len(result["commits"]) >= len(positions)
+        assert copies[0] not in _position_deletes(table)
+    assert not set(positions) & set(_position_deletes(table))

@@ -1,0 +1,367 @@
+"""Writing files Spark's Parquet writer cannot produce, with pyarrow on the executors.
+
+Iceberg's `uuid` is FIXED_LEN_BYTE_ARRAY(16) with the UUID logical type, `fixed[L]` is
+FIXED_LEN_BYTE_ARRAY(L), `time` is INT64 TIME(MICROS), and every field of a list or map
+(element, key, value) carries a field id. Spark's writer produces none of these, so for file
+sets with such columns each Spark task converts its Arrow batches to the Iceberg physical
+types (`arrow_schema`: a plain Arrow cast does it, from the Spark forms in
+`spark_jobs.schema`) and writes them with pyarrow.
+
+Everything around the writer stays what Spark's writer does, so the rest of the pipeline
+cannot tell the difference: the partition values are the same Spark columns
+(`PartitionLayout`), rendered into the same `name=value` directories (Spark's own string cast
+and path escaping, so `PartitionLayout.partition_of` and Spark's partition discovery read them
+back), files are rolled at the row limit and at `write.target-file-size-bytes`, named so that
+a task's files sort in the order it wrote them (`superseded_positions` relies on that), and
+described from their footers like any other file. The table's Parquet properties (codec and
+level, row group, page and dictionary sizes) are applied.
+
+A retried task writes new files under new names; only the files the successful attempts
+report are kept, the others are deleted once the write is done.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+from pyspark import TaskContext
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from icecore.io import FileIO
+from icecore.schema import Schema
+from icecore.types import (
+    BinaryType,
+    BooleanType,
+    DateType,
+    DecimalType,
+    DoubleType,
+    FixedType,
+    FloatType,
+    IcebergType,
+    IntegerType,
+    ListType,
+    LongType,
+    MapType,
+    NestedField,
+    StringType,
+    StructType,
+    TimestampType,
+    TimestamptzType,
+    TimeType,
+    UUIDType,
+)
+from spark_jobs.common.errors import JobError
+from spark_jobs.schema import quote_name
+
+ARROW_FIELD_ID = b"PARQUET:field_id"
+DEFAULT_PARTITION = "__HIVE_DEFAULT_PARTITION__"
+_MAX_OPEN = 16
+# Characters Spark escapes in partition directory names (ExternalCatalogUtils.escapePathName).
+_ESCAPED = frozenset([chr(c) for c in range(1, 32)] + list("\"#%'*/:=?\\\x7f{[]^"))
+_CODECS = {
+    "zstd": "zstd",
+    "snappy": "snappy",
+    "gzip": "gzip",
+    "lz4": "lz4",
+    "lz4_raw": "lz4",
+    "brotli": "brotli",
+    "uncompressed": "none",
+    "none": "none",
+}
+_PRIMITIVES: dict[type[IcebergType], pa.DataType] = {
+    BooleanType: pa.bool_(),
+    IntegerType: pa.int32(),
+    LongType: pa.int64(),
+    FloatType: pa.float32(),
+    DoubleType: pa.float64(),
+    DateType: pa.date32(),
+    TimeType: pa.time64("us"),
+    TimestampType: pa.timestamp("us"),
+    TimestamptzType: pa.timestamp("us", tz="UTC"),
+    StringType: pa.string(),
+    BinaryType: pa.binary(),
+    UUIDType: pa.uuid(),
+}
+
+
+def arrow_type(t: IcebergType) -> pa.DataType:
+    """The Arrow type pyarrow writes as the Iceberg type's Parquet form, with field ids on
+    nested fields (struct fields, list elements, map keys and values)."""
+    if isinstance(t, DecimalType):
+        return pa.decimal128(t.precision, t.scale)
+    if isinstance(t, FixedType):
+        return pa.binary(t.length)
+    if isinstance(t, StructType):
+        return pa.struct([arrow_field(f) for f in t.fields])
+    if isinstance(t, ListType):
+        return pa.list_(arrow_field(t.element_field))
+    if isinstance(t, MapType):
+        key = arrow_field(t.key_field, nullable=False)  # Parquet map keys are required
+        return pa.map_(key, arrow_field(t.value_field))
+    found = _PRIMITIVES.get(type(t))
+    if found is None:
+        raise JobError(f"type {t} cannot be written to Parquet by the Spark jobs")
+    return found
+
+
+def arrow_field(f: NestedField, nullable: bool = True) -> pa.Field:
+    """Optional in the file whatever the table says, as Spark's writer makes every column:
+    readers accept an optional column for a required field; map keys are the exception."""
+    metadata = {ARROW_FIELD_ID: str(f.field_id).encode()}
+    return pa.field(f.name, arrow_type(f.field_type), nullable=nullable, metadata=metadata)
+
+
+def arrow_schema(fields: Sequence[NestedField]) -> pa.Schema:
+    return pa.schema([arrow_field(f) for f in fields])
+
+
+def escape_path_name(text: str) -> str:
+    """Spark's escaping of a partition directory name or value (`%XX` for a few characters)."""
+    return "".join(f"%{ord(c):02X}" if c in _ESCAPED else c for c in text)
+
+
+def writer_options(properties: Mapping[str, str]) -> dict[str, Any]:
+    """pyarrow ParquetWriter arguments from the table's Parquet properties (Iceberg's
+    defaults: zstd, 128 MiB row groups, 1 MiB pages, 2 MiB dictionary pages)."""
+    codec = properties.get("write.parquet.compression-codec", "zstd").lower()
+    if codec not in _CODECS:
+        raise JobError(f"write.parquet.compression-codec {codec!r} is not supported")
+    level = properties.get("write.parquet.compression-level")
+    return {
+        "compression": _CODECS[codec],
+        "compression_level": int(level) if level else None,
+        "data_page_size": int(properties.get("write.parquet.page-size-bytes", 1024 * 1024)),
+        "dictionary_pagesize_limit": int(
+            properties.get("write.parquet.dict-size-bytes", 2 * 1024 * 1024)
+        ),
+        "write_statistics": True,
+        "store_decimal_as_integer": True,  # INT32/INT64 for small precisions, as Spark does
+    }
+
+
+@dataclass
+class _Plan:
+    """What every task needs, sent as JSON with the task closure."""
+
+    location: str
+    schema: dict[str, Any]
+    data_columns: list[str]
+    partition_names: list[str]
+    io: dict[str, str]
+    options: dict[str, Any]
+    row_group_bytes: int
+    max_records: int | None
+    target_bytes: int | None
+
+
+@dataclass
+class _OpenFile:
+    """One file being written: row groups are buffered up to the row group size."""
+
+    location: str
+    sink: Any
+    writer: pq.ParquetWriter
+    records: int = 0
+    buffered: list[pa.Table] = field(default_factory=list)
+    buffered_bytes: int = 0
+
+    def flush(self) -> None:
+        if self.buffered:
+            table = pa.concat_tables(self.buffered)
+            self.writer.write_table(table, row_group_size=max(1, table.num_rows))
+            self.buffered, self.buffered_bytes = [], 0
+
+    def close(self) -> None:
+        self.flush()
+        self.writer.close()
+        self.sink.close()
+
+
+class _TaskWriter:
+    """The files of one task: one open file per partition directory, rolled when full.
+
+    Memory stays bounded whatever the input order: the rows buffered across all open files
+    never exceed one row group (all buffers are flushed when they do), and at most
+    `_MAX_OPEN` files are open (the least recently written one is closed for a new one).
+    Input sorted by partition, as the jobs give it, thus has one file open at a time in
+    effect, like Spark's writer.
+    """
+
+    def __init__(self, plan: _Plan) -> None:
+        self.plan = plan
+        self.io = FileIO(plan.io)
+        self.schema = arrow_schema(Schema.from_json(plan.schema).fields)
+        context = TaskContext.get()
+        partition = context.partitionId() if context is not None else 0
+        self.prefix = f"part-{partition:05d}-{uuid.uuid4()}"
+        self.sequence = 0
+        self.open: dict[str, _OpenFile] = {}
+        self.done: list[tuple[str, int]] = []
+
+    def add(self, directory: str, rows: pa.Table) -> None:
+        start = 0
+        while start < rows.num_rows:
+            current = self.open.pop(directory, None) or self._start(directory)
+            self.open[directory] = current  # most recently written last
+            room = rows.num_rows - start
+            if self.plan.max_records:
+                room = min(room, self.plan.max_records - current.records)
+            part = rows.slice(start, room)
+            start += room
+            current.buffered.append(part)
+            current.buffered_bytes += part.nbytes
+            current.records += room
+            if sum(f.buffered_bytes for f in self.open.values()) >= self.plan.row_group_bytes:
+                for opened in self.open.values():
+                    opened.flush()
+            full = self.plan.max_records and current.records >= self.plan.max_records
+            large = self.plan.target_bytes and current.sink.tell() >= self.plan.target_bytes
+            if full or large:
+                self._finish(directory)
+
+    def _start(self, directory: str) -> _OpenFile:
+        if len(self.open) >= _MAX_OPEN:
+            self._finish(next(iter(self.open)))
+        # Zero-padded sequence: a task's files sort in the order it wrote them.
+        codec = self.plan.options["compression"]
+        suffix = "parquet" if codec == "none" else f"{codec}.parquet"
+        name = f"{self.prefix}-c{self.sequence:06d}.{suffix}"
+        self.sequence += 1
+        relative = f"{directory}/{name}" if directory else name
+        location = f"{self.plan.location}/{relative}"
+        sink = self.io.open_output(location, overwrite=True)
+        writer = pq.ParquetWriter(sink, self.schema, **self.plan.options)
+        return _OpenFile(location, sink, writer)
+
+    def _finish(self, directory: str) -> None:
+        opened = self.open.pop(directory)
+        opened.close()
+        self.done.append((opened.location, opened.records))
+
+    def close(self) -> list[tuple[str, int]]:
+        for directory in list(self.open):
+            self._finish(directory)
+        return self.done
+
+
+def _directories(table: pa.Table, names: Sequence[str]) -> tuple[np.ndarray, list[str]]:
+    """Per row, the index of its partition directory in the returned list (first-seen order)."""
+    if not names:
+        return np.zeros(table.num_rows, dtype=np.int64), [""]
+    key = np.zeros(table.num_rows, dtype=np.int64)
+    dictionaries = []
+    for i, name in enumerate(names):
+        encoded = table.column(f"_dir{i}").combine_chunks().dictionary_encode("encode")
+        indices = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+        values = encoded.dictionary.to_pylist()
+        dictionaries.append((name, values))
+        key = key * len(values) + indices
+    unique, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+    order = np.argsort(first)  # the keys in the order their first row comes
+    rank = np.empty_like(order)
+    rank[order] = np.arange(len(order))
+    directories = []
+    for combined in unique[order]:
+        parts = []
+        rest = int(combined)
+        for name, values in reversed(dictionaries):
+            value = values[rest % len(values)]
+            rest //= len(values)
+            text = DEFAULT_PARTITION if value is None else escape_path_name(value)
+            parts.append(f"{escape_path_name(name)}={text}")
+        directories.append("/".join(reversed(parts)))
+    return rank[inverse.reshape(-1)], directories
+
+
+def _write_batches(batches: Iterator[pa.RecordBatch], payload: str) -> Iterator[pa.RecordBatch]:
+    plan = _Plan(**json.loads(payload))
+    writer = _TaskWriter(plan)
+    try:
+        for batch in batches:
+            table = pa.Table.from_batches([batch])
+            rows = table.select(plan.data_columns).rename_columns(writer.schema.names)
+            rows = rows.cast(writer.schema)
+            which, directories = _directories(table, plan.partition_names)
+            if len(directories) == 1:
+                writer.add(directories[0], rows)
+                continue
+            for index, directory in enumerate(directories):
+                writer.add(directory, rows.take(np.nonzero(which == index)[0]))
+        written = writer.close()
+    except BaseException:
+        for opened in writer.open.values():
+            opened.sink.close()
+        raise
+    yield pa.RecordBatch.from_arrays(
+        [
+            pa.array([location for location, _ in written], pa.string()),
+            pa.array([records for _, records in written], pa.int64()),
+        ],
+        names=["location", "records"],
+    )
+
+
+def write_with_arrow(
+    frame: DataFrame,
+    *,
+    location: str,
+    schema: Schema,
+    partition_names: Sequence[str],
+    io: FileIO,
+    io_properties: Mapping[str, str],
+    table_properties: Mapping[str, str],
+    max_records: int | None,
+    target_bytes: int | None,
+) -> list[str]:
+    """Write `frame` (the schema's columns, then the partition columns) below `location`;
+    the locations of the files written, sorted."""
+    data_columns = [c for c in frame.columns if c not in set(partition_names)]
+    if len(data_columns) != len(schema.fields):
+        raise JobError(
+            f"expected the {len(schema.fields)} columns of the file set, got {data_columns}"
+        )
+    directory_columns = [
+        F.col(quote_name(n)).cast("string").alias(f"_dir{i}") for i, n in enumerate(partition_names)
+    ]
+    prepared = frame.select(*(F.col(quote_name(c)) for c in data_columns), *directory_columns)
+    plan = _Plan(
+        location=location,
+        schema=schema.to_json(),
+        data_columns=data_columns,
+        partition_names=list(partition_names),
+        io=dict(io_properties),
+        options=writer_options(table_properties),
+        row_group_bytes=int(
+            table_properties.get("write.parquet.row-group-size-bytes", 128 * 1024 * 1024)
+        ),
+        max_records=max_records,
+        target_bytes=target_bytes,
+    )
+    payload = json.dumps(plan.__dict__)
+    reported = prepared.mapInArrow(
+        partial(_write_batches, payload=payload), "location string, records long"
+    ).collect()
+    kept = sorted(row["location"] for row in reported)
+    _delete_strays(io, location, kept)
+    return kept
+
+
+def _delete_strays(io: FileIO, location: str, kept: Sequence[str]) -> None:
+    """Delete files of failed or duplicate task attempts (no manifest will reference them).
+
+    File names are unique (a uuid per task attempt), so they are compared by name: the
+    listing may spell the directory differently from how the tasks did."""
+    names = {k.rsplit("/", 1)[-1] for k in kept}
+    for listed in io.list_prefix(location):
+        name = listed.location.rsplit("/", 1)[-1]
+        if name.endswith(".parquet") and name not in names:
+            io.delete(listed.location, missing_ok=True)

@@ -1,0 +1,409 @@
+"""CDC batches committed while each maintenance job runs, many rounds per job.
+
+Every round the job runs in a thread on the shared SparkSession and a CDC batch (laid out as
+the ingestion job lays it out, `commit_cdc`, or in the first round of the conversion and
+the compaction ingested by the ingestion job itself) is committed through a second catalog
+while the job works: in some rounds while the job's Spark work is running (seen through
+Spark's status tracker), in the others right before the job's first metadata swap
+(`before_swap`, which holds that swap until the batch is in). The overlap is certain either
+way: the job planned before the batch and commits after it, so icecore's retry
+re-validates on the new state.
+
+After each round the table must read exactly as the Python model of every batch says (no
+row lost, no deleted row back) through icecore's naive reader, DuckDB and, where no equality
+delete is live, PyIceberg (`delete_tables.rows`), and a rewrite's own snapshot must read the
+same as its parent. Where a job must yield -- a position delete committed meanwhile on a
+data file the compaction replaces -- it re-plans, or with no retries left fails naming the
+conflicting snapshot. Orphan removal runs while a commit is in flight. ICEFLOE_RACE_ROUNDS
+sets the rounds per job (default 5; expiry and orphan removal, which are cheap, run twice
+as many).
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pyarrow.parquet as pq
+import pytest
+from pyspark.sql import SparkSession
+
+from icecore.catalog import SqlCatalog
+from icecore.errors import CommitConflictError
+from icecore.manifest import FileContent
+from icecore.table import Table
+from spark_jobs.expire_snapshots import ExpireOptions, expire
+from spark_jobs.maintenance.compaction import RewriteDataFilesOptions, compact
+from spark_jobs.maintenance.delete_compaction import RewriteDeletesOptions, rewrite_position_deletes
+from spark_jobs.maintenance.durations import format_ms
+from spark_jobs.maintenance.equality_conversion import ConvertOptions, convert_equality_deletes
+from spark_jobs.maintenance.referenced_files import referenced_files
+from spark_jobs.remove_orphan_files import OrphanOptions, remove_orphans
+from tests.spark.delete_tables import (
+    TABLE,
+    batch,
+    before_swap,
+    cdc,
+    commit_cdc,
+    create,
+    live,
+    model_apply,
+    rows,
+)
+from tests.support.duckdb import duck_connection  # noqa: F401 - provides the `duck` fixture
+from tests.support.reader import scan_rows
+from tests.support.tables import LocalTable
+
+ROUNDS = int(os.environ.get("ICEFLOE_RACE_ROUNDS", "5"))
+SIZE = 16
+
+
+class Model:
+    """The CDC batches committed so far and what the table must read."""
+
+    def __init__(self, catalog: SqlCatalog, partition_by: str | None, seed: int) -> None:
+        self.catalog = catalog
+        self.rnd = random.Random(seed)
+        self.rows: list[tuple[Any, ...]] = []
+        self.batches = 0
+        self.at: dict[int, Counter[tuple[Any, ...]]] = {}  # snapshot id -> its rows
+        create(catalog, partition_by)
+
+    def commit(self, catalog: SqlCatalog | None = None) -> int:
+        """Commit the next CDC batch (through `catalog`, default the model's)."""
+        changes = batch(self.rnd, self.batches, SIZE, null_keys=False)
+        self.batches += 1
+        snapshot_id = commit_cdc((catalog or self.catalog).load_table(TABLE), changes)
+        model_apply(self.rows, changes)
+        self.at[snapshot_id] = self.expected
+        return snapshot_id
+
+    def ingest(self, spark: SparkSession, catalog: SqlCatalog) -> int:
+        """Commit the next CDC batch with the ingestion job itself (Spark, in process)."""
+        changes = batch(self.rnd, self.batches, SIZE, null_keys=False)
+        self.batches += 1
+        snapshot_id = int(cdc(spark, catalog, changes)["snapshot_id"])
+        model_apply(self.rows, changes)
+        self.at[snapshot_id] = self.expected
+        return snapshot_id
+
+    def delete_row(self, catalog: SqlCatalog) -> int:
+        """A merge-on-read DELETE of one live row, as another engine writes it: a position
+        delete on its data file. Values of `v` are unique, so the row has one position."""
+        table = catalog.load_table(TABLE)
+        victim = self.rnd.choice(sorted(self.rows, key=str))
+        for entry in live(table)[FileContent.DATA]:
+            path = entry.data_file.file_path
+            values = pq.read_table(path, columns=["v"]).column("v").to_pylist()
+            if victim[1] in values:
+                break
+        else:
+            raise AssertionError(f"row {victim} is in no live data file")
+        local = LocalTable(table.io, table.metadata)
+        deletes = local.write_position_deletes(
+            [(path, values.index(victim[1]))],
+            partition=entry.data_file.partition,
+            spec_id=entry.data_file.spec_id,
+        )
+        delta = table.new_row_delta().add_deletes(deletes)
+        delta.commit()
+        self.rows.remove(victim)
+        self.at[delta.snapshot_id] = self.expected
+        return delta.snapshot_id
+
+    @property
+    def expected(self) -> Counter[tuple[Any, ...]]:
+        return Counter(self.rows)
+
+
+@pytest.fixture
+def other(warehouse: Path, catalog: SqlCatalog) -> Iterator[SqlCatalog]:
+    """A second catalog on the same database: the concurrent writer's."""
+    second = SqlCatalog("default", warehouse=warehouse)
+    yield second
+    second.close()
+
+
+def race(
+    spark: SparkSession,
+    catalog: SqlCatalog,
+    job: Callable[[], dict[str, Any]],
+    racer: Callable[[], int],
+    *,
+    during_write: bool,
+) -> tuple[dict[str, Any] | BaseException, str]:
+    """Run `job` in a thread and `racer` (a commit) once the job has planned: while its
+    Spark work runs (`during_write`, when the job gets there before its commit) or right
+    before its first metadata swap. The job's first swap waits for the racer's commit.
+    Returns the job's result (or its exception) and where the racer committed."""
+    at_swap, raced = threading.Event(), threading.Event()
+    outcome: list[dict[str, Any] | BaseException] = []
+
+    def hold(swap: int) -> None:
+        if swap == 1:
+            at_swap.set()
+            assert raced.wait(300), "the racing commit never happened"
+
+    def run_job() -> None:
+        try:
+            outcome.append(job())
+        except BaseException as exc:
+            outcome.append(exc)
+        finally:
+            at_swap.set()  # a job that never commits must not leave the racer waiting
+
+    tracker = spark.sparkContext.statusTracker()
+    with before_swap(catalog, hold):
+        worker = threading.Thread(target=run_job, name="maintenance-job")
+        worker.start()
+        where = "swap"
+        while not at_swap.wait(0.02):
+            if during_write and tracker.getActiveStageIds():
+                where = "spark-write"
+                break
+        if outcome:
+            where = "after-job"
+        try:
+            racer()
+        finally:
+            raced.set()
+            worker.join()
+    return outcome[0], where
+
+
+def check(table: Table, model: Model, duck: duckdb.DuckDBPyConnection) -> None:
+    """No row lost, none back, for every reader."""
+    assert rows(table, duck) == model.expected
+
+
+def snapshot_rows(table: Table, snapshot_id: int) -> Counter[tuple[Any, ...]]:
+    return Counter(
+        (r["id"], r["v"], r["ts"])
+        for r in scan_rows(table.io, table.metadata, snapshot_id=snapshot_id)
+    )
+
+
+def check_rewrite(table: Table, snapshot_ids: list[int]) -> None:
+    """Each of a rewrite's own commits reads what its parent read."""
+    for snapshot_id in snapshot_ids:
+        parent = table.metadata.snapshot_by_id(snapshot_id).parent_snapshot_id
+        assert parent is not None
+        assert snapshot_rows(table, snapshot_id) == snapshot_rows(table, parent), snapshot_id
+
+
+def result_of(outcome: dict[str, Any] | BaseException) -> dict[str, Any]:
+    if isinstance(outcome, BaseException):
+        raise outcome
+    return outcome
+
+
+def test_rewrite_position_deletes_races_cdc(
+    spark: SparkSession,
+    catalog: SqlCatalog,
+    other: SqlCatalog,
+    duck: duckdb.DuckDBPyConnection,
+) -> None:
+    model = Model(catalog, "bucket(2, id)", seed=1)
+    for _ in range(3):
+        model.commit()
+    places = Counter[str]()
+    for n in range(ROUNDS):
+        model.commit()  # new small position delete files to merge
+        options = RewriteDeletesOptions(
+            TABLE, rewrite_all=True, partial_progress_enabled=n % 3 == 2
+        )
+        outcome, where = race(
+            spark,
+            catalog,
+            lambda options=options: rewrite_position_deletes(spark, catalog, options),
+            lambda: model.commit(other),
+            during_write=n % 2 == 0,
+        )
+        result = result_of(outcome)
+        places[where] += 1
+        table = catalog.load_table(TABLE)
+        assert result["status"] == "committed", result
+        check(table, model, duck)
+        check_rewrite(table, result["commits"])
+    assert places["swap"] + places["spark-write"] == ROUNDS, places
+    assert places["spark-write"] >= 1 or ROUNDS < 2, places
+
+
+def test_convert_equality_deletes_races_cdc(
+    spark: SparkSession,
+    catalog: SqlCatalog,
+    other: SqlCatalog,
+    duck: duckdb.DuckDBPyConnection,
+) -> None:
+    model = Model(catalog, None, seed=2)
+    for _ in range(3):
+        model.commit()
+    places = Counter[str]()
+    for n in range(ROUNDS):
+        model.commit()  # new equality deletes to convert
+        raced: list[int] = []
+
+        def racer(raced: list[int] = raced, real: bool = n == 0) -> int:
+            # Round 0: the ingestion job itself, its Spark work overlapping the job's.
+            raced.append(model.ingest(spark, other) if real else model.commit(other))
+            return raced[0]
+
+        outcome, where = race(
+            spark,
+            catalog,
+            lambda: convert_equality_deletes(spark, catalog, ConvertOptions(TABLE)),
+            racer,
+            during_write=n % 2 == 0,
+        )
+        result = result_of(outcome)
+        places[where] += 1
+        table = catalog.load_table(TABLE)
+        check(table, model, duck)
+        check_rewrite(table, [result["snapshot_id"]])
+        # Only the racing batch's equality deletes are left: it committed after the plan.
+        left = live(table)[FileContent.EQUALITY_DELETES]
+        racing = table.metadata.snapshot_by_id(raced[0]).sequence_number
+        assert left and all(e.sequence_number == racing for e in left)
+    assert places["swap"] + places["spark-write"] == ROUNDS, places
+    assert places["spark-write"] >= 1 or ROUNDS < 2, places
+
+
+def test_rewrite_data_files_races_cdc_and_yields_to_position_deletes(
+    spark: SparkSession,
+    catalog: SqlCatalog,
+    other: SqlCatalog,
+    duck: duckdb.DuckDBPyConnection,
+) -> None:
+    """CDC batches (equality deletes, new data) do not conflict: the new files keep the
+    starting sequence number, so the racing equality deletes still apply to them. A
+    position delete on a replaced file does: the job re-plans, or fails naming it."""
+    model = Model(catalog, "bucket(2, id)", seed=3)
+    for _ in range(3):
+        model.commit()
+    places = Counter[str]()
+    for n in range(ROUNDS):
+        model.commit()
+        yields = n % 2 == 1
+        retries = 0 if n == 1 else 3  # must fail in round 1, must re-plan in round 3
+        options = RewriteDataFilesOptions(TABLE, rewrite_all=True, max_retries=retries)
+        raced: list[int] = []
+
+        def racer(yields: bool = yields, raced: list[int] = raced, real: bool = n == 0) -> int:
+            if yields:
+                raced.append(model.delete_row(other))
+            else:  # round 0: the ingestion job itself, its Spark work overlapping the job's
+                raced.append(model.ingest(spark, other) if real else model.commit(other))
+            return raced[0]
+
+        outcome, where = race(
+            spark,
+            catalog,
+            lambda options=options: compact(spark, catalog, options),
+            racer,
+            during_write=n % 3 != 2,
+        )
+        places[where] += 1
+        table = catalog.load_table(TABLE)
+        if yields and retries == 0:
+            assert isinstance(outcome, CommitConflictError), outcome
+            assert str(raced[0]) in str(outcome)
+        else:
+            result = result_of(outcome)
+            assert result["commits"] and result["failed_groups"] == []
+            assert result.get("retries", 0) == (1 if yields else 0), result
+            check_rewrite(table, result["commits"])
+        check(table, model, duck)
+    assert places["swap"] + places["spark-write"] == ROUNDS, places
+    assert places["spark-write"] >= 1 or ROUNDS < 2, places
+
+
+@pytest.mark.parametrize("rule", ["older-than", "retain-last"])
+def test_expire_snapshots_races_cdc(
+    spark: SparkSession,
+    catalog: SqlCatalog,
+    other: SqlCatalog,
+    duck: duckdb.DuckDBPyConnection,
+    rule: str,
+) -> None:
+    """The expiry commits on top of the racing batch: it removes only what it planned, the
+    batch's files all stay, and every retained snapshot reads as it did."""
+    model = Model(catalog, None, seed=4)
+    for _ in range(3):
+        model.commit()
+    for _ in range(2 * ROUNDS):
+        head = model.commit()
+        if rule == "older-than":  # everything older than the head, which stays
+            stamp = catalog.load_table(TABLE).metadata.snapshot_by_id(head).timestamp_ms
+            options = ExpireOptions(TABLE, older_than=format_ms(stamp), force=True)
+            kept = 1
+        else:
+            options = ExpireOptions(TABLE, older_than="0s", retain_last=2, force=True)
+            kept = 2
+        outcome, where = race(
+            spark,
+            catalog,
+            lambda options=options: expire(spark, catalog, options),
+            lambda: model.commit(other),
+            during_write=False,
+        )
+        result = result_of(outcome)
+        assert where == "swap" and result["committed"], (where, result)
+        table = catalog.load_table(TABLE)
+        retained = {s.snapshot_id for s in table.metadata.snapshots}
+        assert not retained & set(result["expired_snapshot_ids"])
+        assert len(retained) == kept + 1  # and the racing batch's on top
+        # Reading a snapshot reads its manifest list, manifests, data and delete files.
+        for snapshot_id in retained:
+            assert snapshot_rows(table, snapshot_id) == model.at[snapshot_id]
+        assert result["deleted_data_files_count"] + result["deleted_manifest_lists_count"] > 0
+        check(table, model, duck)
+
+
+def test_remove_orphan_files_spares_a_commit_in_flight(
+    spark: SparkSession,
+    catalog: SqlCatalog,
+    other: SqlCatalog,
+    duck: duckdb.DuckDBPyConnection,
+) -> None:
+    """Orphan removal runs while a batch has written every file (data, deletes, manifests,
+    manifest list, metadata JSON) but not yet swapped the table pointer: those files are
+    unreferenced then, and only --older-than protects them. A real old orphan goes."""
+    model = Model(catalog, "bucket(2, id)", seed=5)
+    model.commit()
+    for n in range(2 * ROUNDS):
+        planted = Path(catalog.load_table(TABLE).metadata.location, "data", f"stale-{n}.parquet")
+        planted.write_bytes(b"not referenced")
+        four_days_ago = time.time() - 4 * 86_400
+        os.utime(planted, (four_days_ago, four_days_ago))
+        found: list[dict[str, Any]] = []
+
+        def sweep(swap: int, found: list[dict[str, Any]] = found) -> None:
+            if swap != 1:
+                return
+            # What a too-short --older-than would take: the batch's files are orphans now.
+            soon = format_ms(int(time.time() * 1000) + 60_000)
+            too_short = OrphanOptions(TABLE, older_than=soon, dry_run=True)
+            found.append(remove_orphans(spark, catalog, too_short))
+            found.append(remove_orphans(spark, catalog, OrphanOptions(TABLE)))
+
+        before = catalog.load_table(TABLE)
+        earlier = referenced_files(before.io, before.metadata, TABLE)
+        with before_swap(other, sweep):
+            model.commit(other)
+        in_flight, result = found
+        table = catalog.load_table(TABLE)
+        batch_files = referenced_files(table.io, table.metadata, TABLE) - earlier
+        assert len(batch_files) >= 4  # data, deletes, manifests, manifest list, metadata
+        assert all(os.path.exists(p) for p in batch_files)
+        assert batch_files | {str(planted)} == set(in_flight["orphan_file_location"])
+        assert result["orphan_files_count"] == 1 and result["deleted_files_count"] == 1
+        assert result["orphan_file_location"] == [str(planted)] and not planted.exists()
+        assert result["too_young_count"] >= len(batch_files)
+        check(table, model, duck)

@@ -1,0 +1,37 @@
+"""One local SparkSession for every test that needs Spark (tests/spark and tests/airflow).
+
+Starting Spark costs seconds, so the session is shared by the whole run (two cores, two
+shuffle partitions, no UI). Python workers run the interpreter running the tests, so they
+import the same icecore and spark_jobs (installed in the virtualenv).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator
+
+import pytest
+from pyspark.sql import SparkSession
+
+from spark_jobs.common.session import configure
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[SparkSession]:
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    session = (
+        SparkSession.builder.master("local[2]")
+        .appName("icefloe-tests")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.default.parallelism", "2")
+        .config("spark.driver.memory", "2g")
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    configure(session)
+    yield session
+    session.stop()
