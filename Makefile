@@ -3,7 +3,7 @@ PYTHON ?= python3.11
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test lint java
+.PHONY: demo test lint java browser
 
 $(BIN)/activate: requirements.txt requirements-test.txt pyproject.toml
 	@command -v $(PYTHON) >/dev/null || { echo "$(PYTHON) is required" >&2; exit 1; }
@@ -17,13 +17,18 @@ $(BIN)/activate: requirements.txt requirements-test.txt pyproject.toml
 java:
 	@command -v java >/dev/null || { apt-get update -qq && apt-get install -y -qq openjdk-17-jre-headless; }
 
-# End to end on the embedded default: local Spark, SQLite catalog, ./warehouse.
+# The UI test renders the Airflow page in headless Debian Chromium.
+browser:
+	@test -x /usr/bin/chromium || { apt-get update -qq && apt-get install -y -qq chromium; }
+
+# End to end on the embedded default, through Airflow: the ingest DAG commits CDC batches, the
+# self-optimizing DAG maintains the table (local Spark, SQLite catalog and Airflow DB, ./warehouse).
 demo: $(BIN)/activate java
-	$(BIN)/python -m spark_jobs.demo warehouse
+	$(BIN)/python -m icefloe_airflow.demo warehouse
 
 lint: $(BIN)/activate
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
-test: $(BIN)/activate java lint
+test: $(BIN)/activate java browser lint
 	$(BIN)/python -m pytest

@@ -1,0 +1,314 @@
+"""The base of every job operator: `spark-submit spark_jobs/<job>.py` through the Spark
+provider's SparkSubmitOperator, with the catalog from the `iceberg_default` connection.
+
+What it adds to SparkSubmitOperator:
+- the application is the job file of the installed `spark_jobs` package, and `icecore` +
+  `spark_jobs` travel to the executors as a `--py-files` zip (built once per source version);
+- `table` and `options` (templated) become the job's command line; the catalog settings come
+  from the Iceberg connection, so no DAG holds a database URI (the URI itself travels in the
+  job's environment, never on a command line that logs and process listings show);
+- maintenance jobs hold the table's lock in the MaintenanceStore while they run (never two
+  maintenance jobs on one table; ingestion does not take it and keeps running);
+- every run is recorded (running -> success/failed) for the policy and the UI;
+- the job's JSON result (its last output line that is a JSON object) is logged and returned,
+  so it lands in XCom; a failure raises AirflowException carrying the job's one-line cause
+  (`ExceptionType: message`), which is what the Airflow UI then shows.
+
+The result is read from spark-submit's own output, so it needs client deploy mode (the
+default, and the only mode for Python applications on a standalone cluster).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import os
+import re
+import tempfile
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import ExitStack
+from datetime import timedelta
+from pathlib import Path
+from typing import Any, ClassVar
+
+from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
+from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+from airflow.sdk import Context
+from airflow.sdk.exceptions import AirflowException
+
+from icefloe_airflow.hook import IcebergHook
+from icefloe_airflow.state import MaintenanceStore, TableBusyError
+
+# Flags the operator sets itself; an option may not override them.
+RESERVED_FLAGS = frozenset(
+    {"--table", "--catalog-uri", "--catalog-name", "--warehouse", "--catalog-property"}
+)
+_FLAG_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
+# `NoSuchTableError: db.t does not exist`: a single identifier with a lowercase letter (not
+# a `WARNING:` banner, not a Spark log line, which starts with a date), a colon, a message.
+_CAUSE_LINE = re.compile(r"^[A-Za-z_]*[a-z][A-Za-z0-9_]*: \S.*$")
+_OUTPUT_LINES_KEPT = 5000
+_MAX_ERROR = 2000
+
+
+def option_flags(options: Mapping[str, Any] | None) -> list[str]:
+    """Job flags from operator options: `{"target_file_size_bytes": 1024}` ->
+    `--target-file-size-bytes 1024`; True -> bare flag; False/None -> omitted; a list repeats
+    the flag. Underscores become dashes, dots are kept (`partial-progress.enabled`)."""
+    args: list[str] = []
+    for key, value in (options or {}).items():
+        name = str(key).removeprefix("--")
+        if not _FLAG_NAME.fullmatch(name):
+            raise ValueError(f"invalid option name {key!r}: use the job's flag without --")
+        flag = "--" + name.replace("_", "-")
+        if flag in RESERVED_FLAGS:
+            raise ValueError(
+                f"option {key!r} is set by the operator (table argument, Iceberg connection)"
+            )
+        if value is None or value is False:
+            continue
+        if value is True:
+            args.append(flag)
+        elif isinstance(value, list | tuple):
+            for item in value:
+                args += [flag, _scalar(key, item)]
+        else:
+            args += [flag, _scalar(key, value)]
+    return args
+
+
+def _scalar(key: str, value: Any) -> str:
+    if isinstance(value, Mapping | set) or value is None:
+        raise ValueError(f"option {key!r}: expected a string, number or list, got {value!r}")
+    return str(value)
+
+
+def job_file(job: str) -> Path:
+    """`spark_jobs/<job>.py` of the installed spark_jobs package."""
+    spec = importlib.util.find_spec("spark_jobs")
+    if spec is None or not spec.submodule_search_locations:
+        raise AirflowException("the spark_jobs package is not installed (pip install icefloe)")
+    path = Path(next(iter(spec.submodule_search_locations))) / f"{job}.py"
+    if not path.is_file():
+        raise AirflowException(f"no job file {path}")
+    return path
+
+
+def package_zip(cache_dir: str | os.PathLike[str] | None = None) -> Path:
+    """The `--py-files` zip of icecore + spark_jobs, rebuilt only when a source changes.
+
+    Its name carries a digest of the sources' paths, sizes and modification times, so
+    concurrent tasks share one file and an edited checkout gets a new one; it is written under
+    a temporary name and renamed, so no task ever ships a half-written zip.
+    """
+    from spark_jobs.common.packaging import PACKAGES, ROOT, build_zip  # noqa: PLC0415
+
+    directory = Path(
+        cache_dir
+        or os.environ.get("ICEFLOE_CACHE_DIR")
+        or Path(tempfile.gettempdir()) / f"icefloe-{os.getuid()}"
+    )
+    digest = hashlib.sha256()
+    for package in PACKAGES:
+        for source in sorted((ROOT / package).rglob("*.py")):
+            stat = source.stat()
+            digest.update(
+                f"{source.relative_to(ROOT)}:{stat.st_size}:{stat.st_mtime_ns}\n".encode()
+            )
+    target = directory / f"icefloe-{digest.hexdigest()[:16]}.zip"
+    if not target.is_file():
+        partial = build_zip(directory / f".{target.name}.{os.getpid()}.tmp")
+        os.replace(partial, target)
+    return target
+
+
+def parse_result(lines: Iterable[str]) -> dict[str, Any] | None:
+    """The last line that is a JSON object (the job's counters), or None."""
+    for line in reversed(list(lines)):
+        text = line.strip()
+        if text.startswith("{") and text.endswith("}"):
+            try:
+                value = json.loads(text)
+            except ValueError:
+                continue
+            if isinstance(value, dict):
+                return value
+    return None
+
+
+def failure_cause(lines: Iterable[str]) -> str | None:
+    """The job's one-line cause (`ExceptionType: message`): the last line shaped like one."""
+    for line in reversed(list(lines)):
+        text = line.strip()
+        if _CAUSE_LINE.match(text):
+            return text
+    return None
+
+
+class _OutputTail:
+    """Keeps the last lines of spark-submit's output (stdout and stderr are merged)."""
+
+    def __init__(self) -> None:
+        self.lines: deque[str] = deque(maxlen=_OUTPUT_LINES_KEPT)
+
+    def tee(self, lines: Iterator[Any]) -> Iterator[Any]:
+        for line in lines:
+            self.lines.append(str(line).rstrip("\n"))
+            yield line
+
+
+class IcefloeJobOperator(SparkSubmitOperator):
+    """Runs one of icefloe's Spark jobs on `table`; returns (and pushes to XCom) its result.
+
+    :param table: the table, `namespace.name` (templated).
+    :param options: job flags without `--` (templated; a JSON object string is accepted, for
+        DAG Params): `{"target-file-size-bytes": 1048576, "rewrite_all": True}`.
+    :param iceberg_conn_id: the Iceberg connection (catalog URI, name, warehouse).
+    :param conn_id: the Spark connection (master: local[*], spark://, yarn, k8s://).
+    :param name: the Spark application name (default `icefloe-<job>`).
+    :param lock_wait: seconds to wait for another maintenance job on the table to finish.
+    :param lock_ttl: seconds a lock outlives a worker that died without releasing it.
+    """
+
+    job: ClassVar[str]
+    maintenance: ClassVar[bool] = True
+
+    template_fields = (*SparkSubmitOperator.template_fields, "table", "options")
+    ui_color = "#d7ecf7"
+
+    def __init__(
+        self,
+        *,
+        table: str,
+        options: dict[str, Any] | str | None = None,
+        iceberg_conn_id: str = IcebergHook.default_conn_name,
+        conn_id: str = "spark_default",
+        name: str | None = None,
+        lock_wait: float = 3600.0,
+        lock_ttl: float = 600.0,
+        **kwargs: Any,
+    ) -> None:
+        for managed in ("application", "application_args"):
+            if managed in kwargs:
+                raise TypeError(f"{type(self).__name__} sets {managed} itself; use table/options")
+        super().__init__(conn_id=conn_id, name=name or f"icefloe-{self.job}", **kwargs)
+        self.table = table
+        self.options = options
+        self.iceberg_conn_id = iceberg_conn_id
+        self.lock_wait = lock_wait
+        self.lock_ttl = lock_ttl
+        self.catalog_name = "default"  # the connection's, once execute has read it
+        self._output = _OutputTail()
+
+    # What the job gets ---------------------------------------------------------------------
+
+    def job_options(self, context: Context) -> dict[str, Any]:
+        """The options as a mapping (subclasses add their own arguments here)."""
+        options = self.options
+        if isinstance(options, str):
+            options = json.loads(options) if options.strip() else None
+        if options is not None and not isinstance(options, Mapping):
+            raise AirflowException(f"options must be a mapping of job flags, got {options!r}")
+        return dict(options or {})
+
+    def build_application_args(self, hook: IcebergHook, context: Context) -> list[str]:
+        """The job's full command line after the application path."""
+        if not isinstance(self.table, str) or not self.table.strip():
+            raise AirflowException(f"table must be NAMESPACE.NAME, got {self.table!r}")
+        try:
+            flags = option_flags(self.job_options(context))
+        except ValueError as exc:
+            raise AirflowException(f"{self.job}: {exc}") from exc
+        return [*hook.job_args(include_uri=False), "--table", self.table.strip(), *flags]
+
+    # Running ---------------------------------------------------------------------------------
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        hook = IcebergHook(self.iceberg_conn_id)
+        try:
+            self.catalog_name = hook.settings().name
+            self.application = str(job_file(self.job))
+            self.py_files = ",".join(p for p in (str(package_zip()), self.py_files) if p)
+            self.application_args = self.build_application_args(hook, context)
+            self.env_vars = {**(self.env_vars or {}), **hook.job_env()}
+            store = hook.state_store()
+            result = self._run_recorded(store, context)
+        finally:
+            hook.close()
+        self.log.info("%s on %s: %s", self.job, self.table, json.dumps(result, sort_keys=True))
+        self.on_result(result, context)
+        return result
+
+    def on_result(self, result: dict[str, Any], context: Context) -> None:
+        """Called after success with the job's result (the ingest operator emits its asset)."""
+
+    def _run_recorded(self, store: MaintenanceStore, context: Context) -> dict[str, Any]:
+        ti = context["ti"]
+        identity = {
+            "dag_id": ti.dag_id,
+            "run_id": ti.run_id,
+            "task_id": ti.task_id,
+            "try_number": ti.try_number,
+        }
+        owner = f"{ti.dag_id}/{ti.run_id}/{ti.task_id}#{ti.try_number}"
+        with ExitStack() as held:
+            if self.maintenance:
+                try:
+                    held.enter_context(
+                        store.lock(
+                            self.table,
+                            owner,
+                            ttl=timedelta(seconds=self.lock_ttl),
+                            wait=timedelta(seconds=self.lock_wait),
+                            poll=min(5.0, max(0.1, self.lock_wait / 10)),
+                        )
+                    )
+                except TableBusyError as exc:
+                    run_pk = store.start_run(self.table, self.job, **identity)
+                    store.finish_run(run_pk, state="failed", error=str(exc))
+                    raise AirflowException(str(exc)) from exc
+            run_pk = store.start_run(self.table, self.job, **identity)
+            try:
+                result = self._submit(context)
+            except BaseException as exc:
+                store.finish_run(run_pk, state="failed", error=str(exc)[:_MAX_ERROR])
+                raise
+            store.finish_run(run_pk, state="success", result=result)
+        return result
+
+    def _submit(self, context: Context) -> dict[str, Any]:
+        """spark-submit, then the result from its output (or the job's cause on failure)."""
+        self._output = _OutputTail()
+        self._hook = None  # a fresh hook per try, built by _get_hook with the capture
+        try:
+            super().execute(context)
+        except AirflowException as exc:
+            cause = failure_cause(self._output.lines)
+            if cause is None:
+                raise
+            raise AirflowException(f"{self.job} failed on {self.table}: {cause}") from exc
+        result = parse_result(self._output.lines)
+        if result is None:
+            raise AirflowException(
+                f"{self.job} on {self.table}: spark-submit succeeded but printed no JSON result "
+                "(cluster deploy mode does not return the driver's output; use client mode)"
+            )
+        return result
+
+    def _get_hook(self) -> SparkSubmitHook:
+        """The provider's hook, its output also kept for the result and the failure cause.
+
+        The hook logs each line of spark-submit's merged stdout/stderr from an iterator; we
+        hand it a tee of that iterator, so logging stays the provider's.
+        """
+        hook = super()._get_hook()
+        process: Callable[[Iterator[Any]], None] = hook._process_spark_submit_log
+        output = self._output
+
+        def process_and_keep(lines: Iterator[Any]) -> None:
+            process(output.tee(lines))
+
+        hook._process_spark_submit_log = process_and_keep  # type: ignore[method-assign]
+        return hook

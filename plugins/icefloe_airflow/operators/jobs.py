@@ -1,0 +1,151 @@
+"""One operator per job in `spark_jobs/`: ingest and the five maintenance jobs.
+
+The maintenance operators only name their job (its flags go in `options`); they take the
+table's maintenance lock. The ingest operator spells out the ingest arguments, does not take
+the lock (ingestion keeps running during maintenance; commits are optimistic and retried), and
+publishes an Asset event for the table after each run, so maintenance can be scheduled on it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from airflow.sdk import Context
+
+from icefloe_airflow.assets import INGEST_ALIAS, table_asset
+from icefloe_airflow.operators.base import IcefloeJobOperator
+
+DEFAULT_BATCH_ID = "{{ dag.dag_id }}/{{ run_id }}/{{ task.task_id }}"
+
+
+class IngestOperator(IcefloeJobOperator):
+    """Ingest a batch (Parquet, CSV or JSON files) into `table` in one atomic commit.
+
+    :param source: file or directory to read (templated).
+    :param mode: append, overwrite, upsert, delete or cdc (templated).
+    :param key: equality columns for upsert/delete/cdc, a list or `a,b` (templated).
+    :param op_column: cdc: the column holding I, U or D (templated).
+    :param batch_id: the batch is committed at most once; the default is unique per DAG run
+        and task, so an Airflow retry of a run that did commit does not commit twice.
+    :param create: create the table when it does not exist, with `partition_by`, `sort_by`,
+        `properties` (table properties).
+    :param merge_schema: add the source's new columns to the table.
+    :param source_format: parquet, csv or json (default: from the file names).
+    :param source_options: Spark reader options, e.g. {"header": "true"}.
+    """
+
+    job = "ingest"
+    maintenance = False
+    template_fields = (
+        *IcefloeJobOperator.template_fields,
+        "source",
+        "mode",
+        "key",
+        "op_column",
+        "batch_id",
+        "partition_by",
+        "sort_by",
+        "properties",
+        "source_options",
+    )
+
+    def __init__(
+        self,
+        *,
+        table: str,
+        source: str,
+        mode: str = "append",
+        key: str | Sequence[str] | None = None,
+        op_column: str | None = None,
+        batch_id: str | None = DEFAULT_BATCH_ID,
+        create: bool = False,
+        partition_by: str | None = None,
+        sort_by: str | None = None,
+        merge_schema: bool = False,
+        properties: Mapping[str, Any] | None = None,
+        source_format: str | None = None,
+        source_options: Mapping[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        outlets = list(kwargs.pop("outlets", None) or [])
+        super().__init__(table=table, outlets=[*outlets, INGEST_ALIAS], **kwargs)
+        self.source = source
+        self.mode = mode
+        self.key = key
+        self.op_column = op_column
+        self.batch_id = batch_id
+        self.create = create
+        self.partition_by = partition_by
+        self.sort_by = sort_by
+        self.merge_schema = merge_schema
+        self.properties = properties
+        self.source_format = source_format
+        self.source_options = source_options
+
+    def job_options(self, context: Context) -> dict[str, Any]:
+        key = self.key
+        if isinstance(key, list | tuple):
+            key = ",".join(str(k) for k in key)
+        own: dict[str, Any] = {
+            "source": self.source,
+            "source-format": self.source_format,
+            "source-option": _pairs(self.source_options),
+            "mode": self.mode,
+            "key": key or None,
+            "op-column": self.op_column,
+            "batch-id": self.batch_id or None,
+            "create": self.create,
+            "partition-by": self.partition_by,
+            "sort-by": self.sort_by,
+            "merge-schema": self.merge_schema,
+            "property": _pairs(self.properties),
+        }
+        return {**own, **super().job_options(context)}
+
+    def on_result(self, result: dict[str, Any], context: Context) -> None:
+        """Publish the table's asset event through the ingest alias."""
+        asset = table_asset(self.table, self.catalog_name)
+        extra = {"table": self.table, **{k: v for k, v in result.items() if _is_json(v)}}
+        context["outlet_events"][INGEST_ALIAS].add(asset, extra=extra)
+        self.log.info("asset event for %s (%s)", asset.name, asset.uri)
+
+
+def _pairs(values: Mapping[str, Any] | None) -> list[str] | None:
+    if not values:
+        return None
+    return [f"{k}={v}" for k, v in values.items()]
+
+
+def _is_json(value: Any) -> bool:
+    return value is None or isinstance(value, str | int | float | bool)
+
+
+class RewritePositionDeletesOperator(IcefloeJobOperator):
+    """Minor compaction: merge a partition's small position delete files, drop dangling ones."""
+
+    job = "rewrite_position_deletes"
+
+
+class ConvertEqualityDeletesOperator(IcefloeJobOperator):
+    """Replace equality deletes with position deletes (cheaper for every reader)."""
+
+    job = "convert_equality_deletes"
+
+
+class RewriteDataFilesOperator(IcefloeJobOperator):
+    """Major compaction: bin-pack or sort data files, applying their deletes."""
+
+    job = "rewrite_data_files"
+
+
+class ExpireSnapshotsOperator(IcefloeJobOperator):
+    """Expire old snapshots and delete the files only they referenced."""
+
+    job = "expire_snapshots"
+
+
+class RemoveOrphanFilesOperator(IcefloeJobOperator):
+    """Delete files under the table location that no metadata references."""
+
+    job = "remove_orphan_files"

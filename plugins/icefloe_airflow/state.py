@@ -1,0 +1,396 @@
+"""Maintenance state in the catalog's own database: one lock per table, and the run history.
+
+Why the catalog database: every Airflow worker that can run a job can already reach it (the
+job commits through it), it is shared by all schedulers and deployments maintaining the same
+tables, and it outlives Airflow's metadata database. Two tables are created on first use,
+next to Iceberg's `iceberg_tables`:
+
+- `icefloe_maintenance_locks`: at most one maintenance job per (catalog, table). A lock is a
+  lease: it expires `ttl` after its last renewal, and a background thread renews it while the
+  holder runs, so a worker that is killed (OOM, node lost, `kill -9`) frees the table after at
+  most `ttl` instead of blocking it forever. Each acquisition has its own token, so a holder
+  whose lease was taken over can neither renew nor release the new holder's lock.
+- `icefloe_maintenance_runs`: one row per job run (state running/success/failed, the job's JSON
+  result or its one-line cause), read by the policy (when did expiry last succeed?) and the UI.
+
+Only portable SQL is used (INSERT, conditional UPDATE, DELETE), so SQLite and PostgreSQL behave
+the same; times are stored as epoch milliseconds and returned as aware UTC datetimes.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any, Literal
+
+from sqlalchemy import (
+    BigInteger,
+    Column,
+    Engine,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    and_,
+    delete,
+    func,
+    insert,
+    inspect,
+    select,
+    update,
+)
+from sqlalchemy.exc import DBAPIError, IntegrityError
+
+log = logging.getLogger(__name__)
+
+RunState = Literal["running", "success", "failed"]
+_FINAL_STATES = ("success", "failed")
+
+_METADATA = MetaData()
+LOCKS = Table(
+    "icefloe_maintenance_locks",
+    _METADATA,
+    Column("catalog_name", String(255), primary_key=True),
+    Column("table_name", String(1024), primary_key=True),
+    Column("owner", String(1024), nullable=False),
+    Column("token", String(64), nullable=False),
+    Column("acquired_at_ms", BigInteger, nullable=False),
+    Column("expires_at_ms", BigInteger, nullable=False),
+)
+RUNS = Table(
+    "icefloe_maintenance_runs",
+    _METADATA,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("catalog_name", String(255), nullable=False, index=True),
+    Column("table_name", String(1024), nullable=False),
+    Column("job", String(255), nullable=False),
+    Column("dag_id", String(250)),
+    Column("run_id", String(250)),
+    Column("task_id", String(250)),
+    Column("try_number", Integer),
+    Column("state", String(16), nullable=False),
+    Column("started_at_ms", BigInteger, nullable=False),
+    Column("finished_at_ms", BigInteger),
+    Column("result", Text),
+    Column("error", Text),
+)
+
+
+class TableBusyError(RuntimeError):
+    """Another maintenance job holds the table's lock for longer than we were willing to wait."""
+
+    def __init__(self, table: str, holder: str | None, expires_at: datetime | None) -> None:
+        self.table = table
+        self.holder = holder
+        self.expires_at = expires_at
+        until = f" (lease until {expires_at.isoformat()})" if expires_at else ""
+        super().__init__(f"table {table} is busy: maintenance lock held by {holder}{until}")
+
+
+@dataclass(frozen=True)
+class MaintenanceRun:
+    """One recorded run of a job on a table."""
+
+    table: str
+    job: str
+    dag_id: str | None
+    run_id: str | None
+    task_id: str | None
+    state: str
+    started_at: datetime
+    finished_at: datetime | None
+    result: dict[str, Any] | None
+    error: str | None
+    try_number: int | None = None
+    id: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-friendly form (ISO times), for XCom and the UI."""
+        return {
+            "table": self.table,
+            "job": self.job,
+            "dag_id": self.dag_id,
+            "run_id": self.run_id,
+            "task_id": self.task_id,
+            "try_number": self.try_number,
+            "state": self.state,
+            "started_at": self.started_at.isoformat(),
+            "finished_at": None if self.finished_at is None else self.finished_at.isoformat(),
+            "result": self.result,
+            "error": self.error,
+        }
+
+
+@dataclass
+class Lease:
+    """A held table lock; `lost` turns True if renewal found the lease taken over."""
+
+    table: str
+    owner: str
+    token: str
+    lost: bool = False
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def _to_datetime(ms: int | None) -> datetime | None:
+    return None if ms is None else datetime.fromtimestamp(ms / 1000, tz=UTC)
+
+
+class MaintenanceStore:
+    """Locks and run history of the tables of one catalog (`catalog_name`) in `engine`'s
+    database; the tables are created on first use."""
+
+    def __init__(self, engine: Engine, catalog_name: str = "default") -> None:
+        self.engine = engine
+        self.catalog_name = catalog_name
+        self._ensure_schema()
+
+    def _ensure_schema(self) -> None:
+        existing = set(inspect(self.engine).get_table_names())
+        if {LOCKS.name, RUNS.name} <= existing:
+            return
+        try:
+            _METADATA.create_all(self.engine, checkfirst=True)
+        except DBAPIError:
+            # Another process created them between our check and our CREATE.
+            if not {LOCKS.name, RUNS.name} <= set(inspect(self.engine).get_table_names()):
+                raise
+
+    # Locks ---------------------------------------------------------------------------------
+
+    @contextmanager
+    def lock(
+        self,
+        table: str,
+        owner: str,
+        *,
+        ttl: timedelta = timedelta(minutes=10),
+        wait: timedelta = timedelta(hours=1),
+        poll: float = 5.0,
+    ) -> Iterator[Lease]:
+        """Hold the table's maintenance lock for the `with` block.
+
+        Waits up to `wait` (polling every `poll` seconds) while another owner holds a live
+        lease, then raises `TableBusyError` naming it. An expired lease is taken over. While
+        held, a daemon thread renews the lease every ttl/3.
+        """
+        if ttl.total_seconds() <= 0:
+            raise ValueError(f"lock ttl must be positive, got {ttl}")
+        lease = self._acquire(table, owner, ttl, wait, poll)
+        stop = threading.Event()
+        renewer = threading.Thread(
+            target=self._renew_until,
+            args=(lease, ttl, stop),
+            name=f"icefloe-lease-{table}",
+            daemon=True,
+        )
+        renewer.start()
+        try:
+            yield lease
+        finally:
+            stop.set()
+            renewer.join()
+            self._release(lease)
+
+    def lock_holder(self, table: str) -> tuple[str, datetime] | None:
+        """(owner, lease expiry) of the table's live lock, or None when it is free."""
+        with self.engine.connect() as conn:
+            row = conn.execute(
+                select(LOCKS.c.owner, LOCKS.c.expires_at_ms).where(self._lock_key(table))
+            ).first()
+        if row is None or row.expires_at_ms <= _now_ms():
+            return None
+        expires = _to_datetime(row.expires_at_ms)
+        assert expires is not None
+        return row.owner, expires
+
+    def _lock_key(self, table: str) -> Any:
+        return and_(LOCKS.c.catalog_name == self.catalog_name, LOCKS.c.table_name == table)
+
+    def _acquire(
+        self, table: str, owner: str, ttl: timedelta, wait: timedelta, poll: float
+    ) -> Lease:
+        ttl_ms = int(ttl.total_seconds() * 1000)
+        deadline = time.monotonic() + wait.total_seconds()
+        while True:
+            token = uuid.uuid4().hex
+            if self._try_acquire(table, owner, token, ttl_ms):
+                log.info("maintenance lock on %s taken by %s", table, owner)
+                return Lease(table, owner, token)
+            holder = self.lock_holder(table)
+            if time.monotonic() >= deadline:
+                raise TableBusyError(
+                    table, *(holder if holder else ("an owner that just released it", None))
+                )
+            if holder:
+                log.info("table %s is locked by %s until %s; waiting", table, *holder)
+            time.sleep(max(0.0, min(poll, deadline - time.monotonic())))
+
+    def _try_acquire(self, table: str, owner: str, token: str, ttl_ms: int) -> bool:
+        now = _now_ms()
+        values = {
+            "owner": owner,
+            "token": token,
+            "acquired_at_ms": now,
+            "expires_at_ms": now + ttl_ms,
+        }
+        try:
+            with self.engine.begin() as conn:
+                conn.execute(
+                    insert(LOCKS).values(catalog_name=self.catalog_name, table_name=table, **values)
+                )
+            return True
+        except IntegrityError:
+            pass  # a row exists: take it over only if its lease has run out
+        with self.engine.begin() as conn:
+            taken = conn.execute(
+                update(LOCKS)
+                .where(self._lock_key(table), LOCKS.c.expires_at_ms <= now)
+                .values(**values)
+            )
+        if taken.rowcount == 1:
+            log.warning("maintenance lock on %s had expired; taken over by %s", table, owner)
+            return True
+        return False
+
+    def _renew_until(self, lease: Lease, ttl: timedelta, stop: threading.Event) -> None:
+        interval = ttl.total_seconds() / 3
+        ttl_ms = int(ttl.total_seconds() * 1000)
+        while not stop.wait(interval):
+            try:
+                with self.engine.begin() as conn:
+                    renewed = conn.execute(
+                        update(LOCKS)
+                        .where(self._lock_key(lease.table), LOCKS.c.token == lease.token)
+                        .values(expires_at_ms=_now_ms() + ttl_ms)
+                    )
+            except DBAPIError as exc:  # keep trying: the lease is still good for a while
+                log.warning("could not renew the lock on %s: %s", lease.table, exc)
+                continue
+            if renewed.rowcount != 1:
+                lease.lost = True
+                log.error("maintenance lock on %s was lost (lease expired)", lease.table)
+                return
+
+    def _release(self, lease: Lease) -> None:
+        with self.engine.begin() as conn:
+            conn.execute(
+                delete(LOCKS).where(self._lock_key(lease.table), LOCKS.c.token == lease.token)
+            )
+        log.info("maintenance lock on %s released by %s", lease.table, lease.owner)
+
+    # Runs ----------------------------------------------------------------------------------
+
+    def start_run(
+        self,
+        table: str,
+        job: str,
+        *,
+        dag_id: str | None,
+        run_id: str | None,
+        task_id: str | None,
+        try_number: int | None,
+    ) -> int:
+        """Record a run as `running`; returns its key for `finish_run`."""
+        with self.engine.begin() as conn:
+            result = conn.execute(
+                insert(RUNS).values(
+                    catalog_name=self.catalog_name,
+                    table_name=table,
+                    job=job,
+                    dag_id=dag_id,
+                    run_id=run_id,
+                    task_id=task_id,
+                    try_number=try_number,
+                    state="running",
+                    started_at_ms=_now_ms(),
+                )
+            )
+        key = result.inserted_primary_key
+        assert key is not None
+        return int(key[0])
+
+    def finish_run(
+        self,
+        run_pk: int,
+        *,
+        state: RunState,
+        result: dict[str, Any] | None = None,
+        error: str | None = None,
+    ) -> None:
+        if state not in _FINAL_STATES:
+            raise ValueError(f"a finished run is one of {_FINAL_STATES}, got {state!r}")
+        with self.engine.begin() as conn:
+            updated = conn.execute(
+                update(RUNS)
+                .where(RUNS.c.id == run_pk)
+                .values(
+                    state=state,
+                    finished_at_ms=_now_ms(),
+                    result=None if result is None else json.dumps(result, default=str),
+                    error=error,
+                )
+            )
+        if updated.rowcount != 1:
+            raise KeyError(f"no maintenance run with id {run_pk}")
+
+    def last_runs(self, table: str, *, state: str | None = None) -> dict[str, MaintenanceRun]:
+        """The latest run of each job on `table` (only runs in `state`, when given)."""
+        conditions = [RUNS.c.catalog_name == self.catalog_name, RUNS.c.table_name == table]
+        if state is not None:
+            conditions.append(RUNS.c.state == state)
+        latest = (
+            select(func.max(RUNS.c.id).label("id")).where(*conditions).group_by(RUNS.c.job)
+        ).subquery()
+        query = select(RUNS).join(latest, RUNS.c.id == latest.c.id)
+        return {run.job: run for run in self._runs(query)}
+
+    def recent_runs(self, table: str, limit: int = 20) -> list[MaintenanceRun]:
+        """The table's runs, newest first."""
+        query = (
+            select(RUNS)
+            .where(RUNS.c.catalog_name == self.catalog_name, RUNS.c.table_name == table)
+            .order_by(RUNS.c.id.desc())
+            .limit(limit)
+        )
+        return self._runs(query)
+
+    def tables(self) -> list[str]:
+        """Every table with a recorded run or a lock, sorted."""
+        runs = select(RUNS.c.table_name).where(RUNS.c.catalog_name == self.catalog_name)
+        locks = select(LOCKS.c.table_name).where(LOCKS.c.catalog_name == self.catalog_name)
+        with self.engine.connect() as conn:
+            names = {row[0] for row in conn.execute(runs.union(locks))}
+        return sorted(names)
+
+    def _runs(self, query: Any) -> list[MaintenanceRun]:
+        with self.engine.connect() as conn:
+            rows = conn.execute(query).mappings().all()
+        return [
+            MaintenanceRun(
+                table=row["table_name"],
+                job=row["job"],
+                dag_id=row["dag_id"],
+                run_id=row["run_id"],
+                task_id=row["task_id"],
+                state=row["state"],
+                started_at=_to_datetime(row["started_at_ms"]),  # type: ignore[arg-type]
+                finished_at=_to_datetime(row["finished_at_ms"]),
+                result=None if row["result"] is None else json.loads(row["result"]),
+                error=row["error"],
+                try_number=row["try_number"],
+                id=row["id"],
+            )
+            for row in rows
+        ]

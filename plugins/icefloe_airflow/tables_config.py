@@ -1,0 +1,215 @@
+"""`tables.yaml`: which tables the self-optimizing DAG maintains, when, and with which policy.
+
+    defaults:                      # optional, applied to every table
+      schedule: "@daily"
+      retention: {max_snapshot_age: 5d, retain_last: 1}
+    tables:
+      - table: db.events
+        schedule: asset            # run after each ingest of db.events (its Asset event)
+        thresholds: {minor_file_count: 12, major_delete_ratio: 0.1}
+        retention: {max_snapshot_age: 2d}
+        options:                   # per-job operator options (job flags without --)
+          rewrite_data_files: {target-file-size-bytes: 134217728}
+      - table: db.users            # schedule: a cron expression, a preset, or null (manual)
+        schedule: "0 3 * * *"
+      - table: db.orders           # both: after each ingest, and daily whatever happens
+        schedule: [asset, "@daily"]
+
+`thresholds`, `retention` and `policy` are all `MaintenancePolicy` keys (split for
+readability; a key may appear in only one of them); a table's keys and per-job options
+override those of `defaults`. The file is read when DAGs are parsed, so
+every mistake is reported with the file and the key, and none is guessed around.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from croniter import croniter
+
+from icefloe_airflow.policy import JOB_ORDER, MaintenancePolicy
+
+CONFIG_ENV = "ICEFLOE_TABLES_CONFIG"
+ASSET_SCHEDULE = "asset"
+PRESETS = frozenset({"@once", "@continuous", "@hourly", "@daily", "@weekly", "@monthly", "@yearly"})
+JOBS = (*JOB_ORDER, "ingest")
+_POLICY_SECTIONS = ("policy", "thresholds", "retention")
+_TABLE_KEYS = frozenset(
+    {"table", "schedule", "options", "iceberg_conn_id", "catalog_name", *_POLICY_SECTIONS}
+)
+_DEFAULT_KEYS = _TABLE_KEYS - {"table"}
+
+
+class TablesConfigError(ValueError):
+    """A mistake in tables.yaml, naming the file and the key."""
+
+
+@dataclass(frozen=True)
+class TableConfig:
+    """One maintained table."""
+
+    table: str
+    schedule: str | tuple[str, str] | None = "@daily"
+    policy: MaintenancePolicy = field(default_factory=MaintenancePolicy)
+    options: dict[str, dict[str, Any]] = field(default_factory=dict)
+    iceberg_conn_id: str = "iceberg_default"
+    # The catalog's name in that connection: it names the table's ingest Asset, which the
+    # ingest operator publishes under the connection's `catalog_name` extra.
+    catalog_name: str = "default"
+
+    @property
+    def on_assets(self) -> bool:
+        """Whether maintenance runs on the table's ingest Asset events."""
+        parts = self.schedule if isinstance(self.schedule, tuple) else (self.schedule,)
+        return ASSET_SCHEDULE in parts
+
+    @property
+    def clock(self) -> str | None:
+        """The cron expression or preset of the schedule, if it has one."""
+        parts = self.schedule if isinstance(self.schedule, tuple) else (self.schedule,)
+        return next((p for p in parts if p is not None and p != ASSET_SCHEDULE), None)
+
+    def job_options(self, job: str) -> dict[str, Any]:
+        """The options for `job`: what the policy implies, overridden by explicit options."""
+        return {**self.policy.job_options(job), **self.options.get(job, {})}
+
+
+def default_config_path() -> Path:
+    """`$ICEFLOE_TABLES_CONFIG`, else `tables.yaml` in Airflow's dags folder."""
+    configured = os.environ.get(CONFIG_ENV)
+    if configured:
+        return Path(configured)
+    from airflow.sdk import conf  # noqa: PLC0415 (only when no path is configured)
+
+    return Path(conf.get("core", "dags_folder")) / "tables.yaml"
+
+
+def load_tables_config(path: str | os.PathLike[str] | None = None) -> list[TableConfig]:
+    """Every table of the config file, in file order; TablesConfigError on any mistake."""
+    source = Path(path) if path is not None else default_config_path()
+    try:
+        text = source.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise TablesConfigError(f"{source}: cannot read the tables config: {exc}") from exc
+    try:
+        document = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise TablesConfigError(f"{source}: not valid YAML: {exc}") from exc
+    return parse_tables_config(document, str(source))
+
+
+def parse_tables_config(document: Any, source: str = "tables config") -> list[TableConfig]:
+    """The tables of an already-loaded document (a mapping with `tables`, or a list)."""
+    if document is None:
+        return []
+    defaults: Mapping[str, Any] = {}
+    if isinstance(document, Mapping):
+        unknown = sorted(set(document) - {"defaults", "tables"})
+        if unknown:
+            raise TablesConfigError(f"{source}: unknown top-level keys {unknown}")
+        defaults = _mapping(document.get("defaults") or {}, source, "defaults")
+        _check_keys(defaults, _DEFAULT_KEYS, source, "defaults")
+        entries = document.get("tables") or []
+    else:
+        entries = document
+    if not isinstance(entries, list):
+        raise TablesConfigError(f"{source}: tables: expected a list of tables")
+    configs = []
+    seen: dict[str, int] = {}
+    for index, entry in enumerate(entries):
+        where = f"tables[{index}]"
+        config = _table_config(_mapping(entry, source, where), defaults, source, where)
+        if config.table in seen:
+            raise TablesConfigError(
+                f"{source}: {where}: table {config.table} is already listed at "
+                f"tables[{seen[config.table]}]"
+            )
+        seen[config.table] = index
+        configs.append(config)
+    return configs
+
+
+def _table_config(
+    entry: Mapping[str, Any], defaults: Mapping[str, Any], source: str, where: str
+) -> TableConfig:
+    _check_keys(entry, _TABLE_KEYS, source, where)
+    table = entry.get("table")
+    if not isinstance(table, str) or len([p for p in table.split(".") if p]) < 2:
+        raise TablesConfigError(f"{source}: {where}.table: expected NAMESPACE.NAME, got {table!r}")
+    merged = {**defaults, **entry}
+    schedule = _schedule(merged.get("schedule", "@daily"), source, f"{where}.schedule")
+
+    policy_values: dict[str, Any] = {}
+    for origin, label in ((defaults, "defaults"), (entry, where)):
+        level: dict[str, Any] = {}  # the table's own keys override the defaults'
+        for section in _POLICY_SECTIONS:
+            values = _mapping(origin.get(section) or {}, source, f"{label}.{section}")
+            clash = sorted(set(values) & set(level))
+            if clash:
+                raise TablesConfigError(f"{source}: {label}.{section}: {clash} set twice")
+            level.update(values)
+        policy_values.update(level)
+    try:
+        policy = MaintenancePolicy.from_mapping(policy_values)
+    except ValueError as exc:
+        raise TablesConfigError(f"{source}: {where}: {exc}") from exc
+
+    job_options: dict[str, dict[str, Any]] = {}
+    for origin, label in ((defaults, "defaults"), (entry, where)):
+        options = _mapping(origin.get("options") or {}, source, f"{label}.options")
+        unknown_jobs = sorted(set(options) - set(JOBS))
+        if unknown_jobs:
+            raise TablesConfigError(
+                f"{source}: {label}.options: unknown jobs {unknown_jobs}; known: {list(JOBS)}"
+            )
+        for job, value in options.items():
+            values = _mapping(value or {}, source, f"{label}.options.{job}")
+            job_options[job] = {**job_options.get(job, {}), **values}
+    conn_id = merged.get("iceberg_conn_id", "iceberg_default")
+    if not isinstance(conn_id, str) or not conn_id:
+        raise TablesConfigError(f"{source}: {where}.iceberg_conn_id: expected a connection id")
+    catalog_name = merged.get("catalog_name", "default")
+    if not isinstance(catalog_name, str) or not catalog_name:
+        raise TablesConfigError(f"{source}: {where}.catalog_name: expected a catalog name")
+    return TableConfig(table, schedule, policy, job_options, conn_id, catalog_name)
+
+
+def _schedule(schedule: Any, source: str, where: str) -> str | tuple[str, str] | None:
+    """One of: null, `asset`, a cron expression or preset, or `[asset, <cron or preset>]`."""
+    if isinstance(schedule, list):
+        clocks = [p for p in schedule if p != ASSET_SCHEDULE]
+        if len(schedule) != 2 or len(clocks) != 1 or not _is_clock(clocks[0]):
+            raise TablesConfigError(
+                f"{source}: {where}: a list schedule is [{ASSET_SCHEDULE}, <cron or preset>], "
+                f"got {schedule!r}"
+            )
+        return (ASSET_SCHEDULE, clocks[0])
+    if schedule is None or schedule == ASSET_SCHEDULE or _is_clock(schedule):
+        return schedule
+    raise TablesConfigError(
+        f"{source}: {where}: {schedule!r} is not a cron expression, a preset "
+        f"({', '.join(sorted(PRESETS))}), {ASSET_SCHEDULE!r}, [{ASSET_SCHEDULE}, <cron>] or null"
+    )
+
+
+def _is_clock(schedule: Any) -> bool:
+    return isinstance(schedule, str) and (schedule in PRESETS or croniter.is_valid(schedule))
+
+
+def _mapping(value: Any, source: str, where: str) -> Mapping[str, Any]:
+    if not isinstance(value, Mapping):
+        raise TablesConfigError(f"{source}: {where}: expected a mapping, got {value!r}")
+    return value
+
+
+def _check_keys(entry: Mapping[str, Any], known: frozenset[str], source: str, where: str) -> None:
+    unknown = sorted(set(entry) - known)
+    if unknown:
+        raise TablesConfigError(
+            f"{source}: {where}: unknown keys {unknown}; known: {sorted(known)}"
+        )

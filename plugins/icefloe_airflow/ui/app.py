@@ -1,0 +1,134 @@
+"""The FastAPI app behind the icefloe page, mounted by the api-server at `/icefloe`.
+
+    GET /icefloe/                      every maintained table (HTML)
+    GET /icefloe/tables/{table}        one table: partitions, due jobs, recent runs (HTML)
+    GET /icefloe/api/tables            the overview as JSON
+    GET /icefloe/api/tables/{table}    one table as JSON, with partitions and runs
+    ?refresh=true on any of them skips the cache
+
+Plain server-rendered HTML with relative links only, so the page works wherever the
+api-server is served from (behind a proxy, under a base path, inside the Airflow UI's iframe).
+Jinja2 autoescaping is on for every template: table names, partition values, job results and
+error messages all come from data users control.
+
+Access: plugin apps are not protected by Airflow by default, and this page reveals table
+layouts and maintenance errors, so every route requires a user the auth manager lets see the
+Airflow website (a JWT in the Authorization header, or the UI's `_token` cookie). Only the
+api-server imports this module (see `icefloe_airflow.plugin`), so Airflow's API security
+layer is imported here freely.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from airflow.api_fastapi.auth.managers.models.resource_details import AccessView
+from airflow.api_fastapi.core_api.security import requires_access_view
+from fastapi import Depends, FastAPI
+from fastapi.responses import HTMLResponse, JSONResponse
+from jinja2 import Environment, FileSystemLoader, select_autoescape
+
+from icefloe_airflow.policy import JOB_ORDER
+from icefloe_airflow.ui.status import Overview, StatusCache
+
+TEMPLATES = Path(__file__).with_name("templates")
+
+
+def _when(value: datetime | None) -> str:
+    return "" if value is None else value.strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def _duration(value: timedelta | float | int | None) -> str:
+    """`3d 4h`, `5m 12s`, `1.2s`: the two largest units are enough to read at a glance."""
+    if value is None:
+        return ""
+    seconds = value.total_seconds() if isinstance(value, timedelta) else float(value)
+    if seconds < 60:
+        return f"{seconds:.1f}s"
+    parts = []
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60), ("s", 1)):
+        count, seconds = divmod(seconds, size)
+        if count:
+            parts.append(f"{int(count)}{unit}")
+    return " ".join(parts[:2])
+
+
+def _brief(result: dict[str, Any] | None, limit: int = 4) -> str:
+    """The first counters of a job's JSON result, `key=value` joined, for a table cell."""
+    if not result:
+        return ""
+    items = [f"{k}={json.dumps(v, default=str)}" for k, v in list(result.items())[:limit]]
+    more = f" (+{len(result) - limit} more)" if len(result) > limit else ""
+    return ", ".join(items) + more
+
+
+def _score_class(score: int | None) -> str:
+    if score is None:
+        return "unknown"
+    return "good" if score >= 80 else "fair" if score >= 50 else "poor"
+
+
+def _environment() -> Environment:
+    env = Environment(
+        loader=FileSystemLoader(TEMPLATES),
+        autoescape=select_autoescape(["html"], default_for_string=True, default=True),
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters.update(
+        when=_when,
+        duration=_duration,
+        brief=_brief,
+        score_class=_score_class,
+        as_json=lambda v: json.dumps(v, indent=1, sort_keys=True, default=str),
+    )
+    env.globals["JOB_ORDER"] = JOB_ORDER
+    return env
+
+
+def create_app() -> FastAPI:
+    """The page's app, over a short-lived cache of every table's status."""
+    status = StatusCache()
+    templates = _environment()
+    app = FastAPI(
+        title="icefloe",
+        description="Health and maintenance of the Iceberg tables icefloe maintains.",
+        # Airflow's own check that the caller may see the Airflow website.
+        dependencies=[Depends(requires_access_view(AccessView.WEBSITE))],
+        docs_url=None,
+        redoc_url=None,
+    )
+
+    def render(name: str, status_code: int = 200, **context: Any) -> HTMLResponse:
+        html = templates.get_template(name).render(**context)
+        return HTMLResponse(html, status_code=status_code)
+
+    @app.get("/", response_class=HTMLResponse)
+    def index(refresh: bool = False) -> HTMLResponse:
+        overview = status.get(refresh=refresh)
+        return render("index.html", overview=overview, root="./")
+
+    @app.get("/tables/{table}", response_class=HTMLResponse)
+    def table_page(table: str, refresh: bool = False) -> HTMLResponse:
+        overview = status.get(refresh=refresh)
+        found = overview.find(table)
+        if found is None:
+            return render("missing.html", 404, overview=overview, table=table, root="../")
+        return render("table.html", overview=overview, t=found, root="../")
+
+    @app.get("/api/tables")
+    def tables_json(refresh: bool = False) -> JSONResponse:
+        return JSONResponse(status.get(refresh=refresh).to_dict())
+
+    @app.get("/api/tables/{table}")
+    def table_json(table: str, refresh: bool = False) -> JSONResponse:
+        overview: Overview = status.get(refresh=refresh)
+        found = overview.find(table)
+        if found is None:
+            return JSONResponse({"detail": f"table {table} is not maintained"}, 404)
+        return JSONResponse(found.to_dict(detail=True))
+
+    return app

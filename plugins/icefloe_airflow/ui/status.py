@@ -1,0 +1,204 @@
+"""What the UI page shows about each maintained table, gathered from the catalog.
+
+Which tables: those listed in tables.yaml (with their policy and connection) and those with
+a recorded maintenance run in the state store of each connection involved (a table maintained
+by hand-triggered DAGs or by a user's own DAG appears there without being configured).
+
+For each table the health report is computed live from the table's metadata (no data file is
+read), scored and turned into due jobs by the same policy the self-optimizing DAG uses, so the
+page and the DAG never disagree. Any failure while looking at one table (missing table,
+unreadable manifest, unreachable database) is kept as that table's `error`, so one broken
+table cannot take the page down. Results are cached for `CACHE_SECONDS`: a page refresh (or
+several users) must not re-read every table's manifests each time.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from icecore.health import HealthReport
+from icefloe_airflow.hook import IcebergHook
+from icefloe_airflow.policy import (
+    DueJob,
+    MaintenancePolicy,
+    due_jobs,
+    health_score,
+    health_summary,
+    measure_health,
+)
+from icefloe_airflow.state import MaintenanceRun, MaintenanceStore
+from icefloe_airflow.tables_config import TableConfig, default_config_path, load_tables_config
+
+log = logging.getLogger(__name__)
+
+CACHE_SECONDS = 30.0
+DEFAULT_CONN_ID = IcebergHook.default_conn_name
+RECENT_RUNS = 20
+
+
+def describe_error(exc: BaseException) -> str:
+    """`ExceptionType: message`, the one-line form the jobs use for their causes too."""
+    message = str(exc).strip()
+    return f"{type(exc).__name__}: {message}" if message else type(exc).__name__
+
+
+@dataclass
+class TableStatus:
+    """One table as the page shows it; `error` set means the numbers could not be read."""
+
+    table: str
+    iceberg_conn_id: str
+    config: TableConfig | None
+    checked_at: datetime
+    report: HealthReport | None = None
+    score: int | None = None
+    due: list[DueJob] = field(default_factory=list)
+    last_runs: dict[str, MaintenanceRun] = field(default_factory=dict)
+    recent_runs: list[MaintenanceRun] = field(default_factory=list)
+    error: str | None = None
+
+    @property
+    def policy(self) -> MaintenancePolicy:
+        return self.config.policy if self.config else MaintenancePolicy()
+
+    @property
+    def last_run(self) -> MaintenanceRun | None:
+        """The most recently started run of any job."""
+        return max(self.last_runs.values(), key=lambda r: r.started_at, default=None)
+
+    def to_dict(self, *, detail: bool = False) -> dict[str, Any]:
+        """JSON form; `detail` adds partitions, the policy and the recent runs."""
+        last = self.last_run
+        out: dict[str, Any] = {
+            "table": self.table,
+            "iceberg_conn_id": self.iceberg_conn_id,
+            "configured": self.config is not None,
+            "schedule": self.config.schedule if self.config else None,
+            "checked_at": self.checked_at.isoformat(),
+            "error": self.error,
+            "score": self.score,
+            "health": None if self.report is None else health_summary(self.report),
+            "due": [d.to_dict() for d in self.due],
+            "last_run": None if last is None else last.to_dict(),
+            "last_runs": {job: run.to_dict() for job, run in sorted(self.last_runs.items())},
+        }
+        if detail:
+            out["policy"] = self.policy.to_dict()
+            out["report"] = None if self.report is None else self.report.to_dict()
+            out["recent_runs"] = [run.to_dict() for run in self.recent_runs]
+        return out
+
+
+@dataclass
+class Overview:
+    """Every table, plus the problems that concern the page as a whole."""
+
+    tables: list[TableStatus]
+    notices: list[str]
+    config_path: str
+    checked_at: datetime
+
+    def find(self, table: str) -> TableStatus | None:
+        return next((t for t in self.tables if t.table == table), None)
+
+    def to_dict(self, *, detail: bool = False) -> dict[str, Any]:
+        return {
+            "checked_at": self.checked_at.isoformat(),
+            "config_path": self.config_path,
+            "notices": list(self.notices),
+            "tables": [t.to_dict(detail=detail) for t in self.tables],
+        }
+
+
+def _configured_tables(notices: list[str]) -> tuple[str, list[TableConfig]]:
+    """tables.yaml's tables; a missing file means none, a broken one is a notice."""
+    try:
+        path = default_config_path()
+    except Exception as exc:
+        notices.append(f"cannot locate tables.yaml: {describe_error(exc)}")
+        return "", []
+    if not path.exists():
+        notices.append(f"{path} does not exist: only tables with recorded runs are listed")
+        return str(path), []
+    try:
+        return str(path), load_tables_config(path)
+    except Exception as exc:
+        notices.append(describe_error(exc))
+        return str(path), []
+
+
+def _table_status(
+    hook: IcebergHook,
+    store: MaintenanceStore | None,
+    table: str,
+    config: TableConfig | None,
+    now: datetime,
+) -> TableStatus:
+    status = TableStatus(table, hook.iceberg_conn_id, config, now)
+    try:
+        if store is not None:
+            status.last_runs = store.last_runs(table)
+            status.recent_runs = store.recent_runs(table, limit=RECENT_RUNS)
+            succeeded = store.last_runs(table, state="success")
+        else:
+            succeeded = {}
+        report = measure_health(hook.load_table(table), status.policy)
+        status.report = report
+        status.score = health_score(report, status.policy)
+        finished = {job: run.finished_at for job, run in succeeded.items()}
+        status.due = due_jobs(report, status.policy, finished, now)
+    except Exception as exc:
+        log.warning("icefloe UI: cannot read %s: %s", table, exc, exc_info=True)
+        status.error = describe_error(exc)
+    return status
+
+
+def collect_overview() -> Overview:
+    """Look at every maintained table now (uncached; see `StatusCache`)."""
+    now = datetime.now(UTC)
+    notices: list[str] = []
+    config_path, configs = _configured_tables(notices)
+    entries: dict[str, list[tuple[str, TableConfig | None]]] = {DEFAULT_CONN_ID: []}
+    seen: set[tuple[str, str]] = set()
+    for config in configs:
+        entries.setdefault(config.iceberg_conn_id, []).append((config.table, config))
+        seen.add((config.iceberg_conn_id, config.table))
+
+    statuses: list[TableStatus] = []
+    for conn_id, listed in entries.items():
+        hook = IcebergHook(conn_id)
+        try:
+            store: MaintenanceStore | None = hook.state_store()
+            recorded = [t for t in store.tables() if (conn_id, t) not in seen]
+        except Exception as exc:
+            notices.append(f"connection {conn_id!r}: no run history: {describe_error(exc)}")
+            store, recorded = None, []
+        try:
+            tables = [*listed, *((t, None) for t in recorded)]
+            statuses.extend(_table_status(hook, store, t, c, now) for t, c in tables)
+        finally:
+            hook.close()
+    return Overview(statuses, notices, config_path, now)
+
+
+class StatusCache:
+    """The last overview, reused for `ttl` seconds; one refresh at a time."""
+
+    def __init__(self, ttl: float = CACHE_SECONDS) -> None:
+        self._ttl = ttl
+        self._lock = threading.Lock()
+        self._value: Overview | None = None
+        self._taken_at = 0.0
+
+    def get(self, *, refresh: bool = False) -> Overview:
+        with self._lock:
+            fresh = time.monotonic() - self._taken_at < self._ttl
+            if self._value is None or refresh or not fresh:
+                self._value = collect_overview()
+                self._taken_at = time.monotonic()
+            return self._value

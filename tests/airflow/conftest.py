@@ -1,0 +1,123 @@
+"""Airflow for tests: a private AIRFLOW_HOME with a SQLite metadata database, our dags/ and
+plugins/ folders, and the two connections (`iceberg_default`, `spark_default`) as env vars.
+
+The environment is set when this module is imported, before anything imports airflow:
+Airflow reads its configuration once, at import, so setting it in a fixture would be too late.
+Subprocesses (api-server, scheduler, spark-submit) get the same settings from `airflow_env()`
+(or simply inherit os.environ). Tests use the fixtures; importing this module by another name
+(`tests.airflow.conftest`) finds the same settings again, but is best avoided.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+VENV_BIN = Path(sys.executable).parent
+# One home per test session, even if this module is imported twice under two names.
+_HOME_ENV = "ICEFLOE_TEST_AIRFLOW_HOME"
+AIRFLOW_HOME = Path(os.environ.get(_HOME_ENV) or tempfile.mkdtemp(prefix="icefloe-airflow-"))
+os.environ[_HOME_ENV] = str(AIRFLOW_HOME)
+SPARK_CONNECTION = json.dumps({"conn_type": "spark", "host": "local[2]"})
+
+_SETTINGS = {
+    "AIRFLOW_HOME": str(AIRFLOW_HOME),
+    "AIRFLOW__CORE__DAGS_FOLDER": str(ROOT / "dags"),
+    "AIRFLOW__CORE__PLUGINS_FOLDER": str(ROOT / "plugins"),
+    "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+    "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{AIRFLOW_HOME}/airflow.db",
+    "AIRFLOW__LOGGING__BASE_LOG_FOLDER": str(AIRFLOW_HOME / "logs"),
+    "AIRFLOW_CONN_SPARK_DEFAULT": SPARK_CONNECTION,
+    # spark-submit runs Python workers with the interpreter running the tests (icecore,
+    # pyarrow and friends are installed there).
+    "PYSPARK_PYTHON": sys.executable,
+    "PYSPARK_DRIVER_PYTHON": sys.executable,
+    "PATH": os.environ.get("PATH", "")
+    if str(VENV_BIN) in os.environ.get("PATH", "").split(os.pathsep)
+    else os.pathsep.join([str(VENV_BIN), os.environ.get("PATH", "")]),
+    # Spark binds to loopback: no hostname lookups, nothing exposed on the network.
+    "SPARK_LOCAL_IP": "127.0.0.1",
+}
+os.environ.update(_SETTINGS)
+
+
+def airflow_env(**extra: str) -> dict[str, str]:
+    """The environment for Airflow or Spark subprocesses: this session's Airflow settings,
+    the current connections (including a test's `iceberg_default`), plus `extra`."""
+    return {**os.environ, **_SETTINGS, **extra}
+
+
+def iceberg_connection_json(warehouse: Path, uri: str | None = None, name: str = "default") -> str:
+    """The JSON form of an `iceberg` connection (AIRFLOW_CONN_<ID> accepts it)."""
+    extra: dict[str, str] = {"warehouse": str(warehouse), "catalog_name": name}
+    if uri:
+        extra["uri"] = uri
+    return json.dumps({"conn_type": "iceberg", "extra": extra})
+
+
+@pytest.fixture(scope="session")
+def airflow_db() -> Path:
+    """Airflow's metadata database, migrated once per session; returns AIRFLOW_HOME."""
+    result = subprocess.run(
+        [str(VENV_BIN / "airflow"), "db", "migrate"],
+        env=airflow_env(),
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    if result.returncode != 0:
+        raise RuntimeError(f"airflow db migrate failed:\n{result.stdout}\n{result.stderr}")
+    return AIRFLOW_HOME
+
+
+@pytest.fixture
+def warehouse(tmp_path: Path) -> Path:
+    path = tmp_path / "warehouse"
+    path.mkdir()
+    return path
+
+
+@pytest.fixture
+def iceberg_connection(warehouse: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """Point `iceberg_default` at this test's warehouse (SQLite catalog in it)."""
+    monkeypatch.setenv("AIRFLOW_CONN_ICEBERG_DEFAULT", iceberg_connection_json(warehouse))
+    yield warehouse
+
+
+def _run_dag(dag: Any, **kwargs: Any) -> Any:
+    """`dag.test(**kwargs)` for a DAG defined outside the dags folder (in a test module).
+
+    Airflow 3.3's `dag.test()` only runs DAGs that a DAG bundle has serialized to the metadata
+    database; this writes `dag` there first (as the dag-processor would, in the dags-folder
+    bundle), so tests can build DAGs in code. Needs the `airflow_db` fixture.
+    """
+    from airflow.dag_processing.bundles.manager import DagBundlesManager  # noqa: PLC0415
+    from airflow.dag_processing.collection import (  # noqa: PLC0415
+        update_dag_parsing_results_in_db,
+    )
+    from airflow.serialization.serialized_objects import LazyDeserializedDAG  # noqa: PLC0415
+    from airflow.utils.session import create_session  # noqa: PLC0415
+
+    with create_session() as session:
+        DagBundlesManager().sync_bundles_to_db(session=session)
+    with create_session() as session:
+        update_dag_parsing_results_in_db(
+            "dags-folder", None, [LazyDeserializedDAG.from_dag(dag)], {}, None, set(), session
+        )
+    return dag.test(**kwargs)
+
+
+@pytest.fixture
+def run_dag(airflow_db: Path) -> Callable[..., Any]:
+    """`run_dag(dag, **dag_test_kwargs) -> DagRun`: dag.test() for a DAG built in a test."""
+    return _run_dag

@@ -1,0 +1,154 @@
+"""Cheap real tables and DAG loading for the Airflow tests.
+
+Tables with small files, equality deletes and position deletes are built by the ingestion
+job itself, in this process, on the run's shared local SparkSession (tests/support/spark.py):
+a CDC batch costs a second there, against half a minute for a spark-submit. The DAGs under
+test then run their jobs through real spark-submit processes, made cheaper by a
+spark-defaults.conf (no UI, two shuffle partitions, warnings only) that every spark-submit of
+the session reads through SPARK_CONF_DIR.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import random
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from pyspark.sql import SparkSession
+
+from icecore.catalog import Catalog
+from icecore.table import Table
+from spark_jobs.ingestion.job import ingest
+from spark_jobs.ingestion.options import IngestOptions
+from tests.support.reader import scan_rows
+
+SOURCE_SCHEMA = "id long, v string, ts timestamp_ntz, op string"
+Rows = Counter[tuple[Any, ...]]
+
+_SPARK_DEFAULTS = """\
+spark.ui.enabled false
+spark.ui.showConsoleProgress false
+spark.sql.shuffle.partitions 2
+spark.default.parallelism 2
+"""
+_LOG4J2 = """\
+rootLogger.level = warn
+rootLogger.appenderRef.stderr.ref = console
+appender.console.type = Console
+appender.console.name = console
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = %d{yy/MM/dd HH:mm:ss} %p %c{1}: %m%n
+"""
+
+
+@pytest.fixture(scope="session")
+def spark_conf_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """SPARK_CONF_DIR for every spark-submit this session starts (inherited environment)."""
+    directory = tmp_path_factory.mktemp("spark-conf")
+    (directory / "spark-defaults.conf").write_text(_SPARK_DEFAULTS)
+    (directory / "log4j2.properties").write_text(_LOG4J2)
+    os.environ["SPARK_CONF_DIR"] = str(directory)
+    return directory
+
+
+class CdcLog:
+    """Changes as a database's log has them: inserts of new keys, updates and deletes of live
+    ones (keys recur within a batch: position deletes; and across batches: equality
+    deletes), with the rows a correct table holds after them (`model`)."""
+
+    def __init__(self, seed: int) -> None:
+        self.rnd = random.Random(seed)
+        self.state: dict[int, tuple[Any, ...]] = {}
+        self.next_id = 1
+
+    def batch(self, size: int) -> list[tuple[Any, ...]]:
+        rows = []
+        for i in range(size):
+            if not self.state or self.rnd.random() < 0.4:
+                key, op = self.next_id, "I"
+                self.next_id += 1
+            else:
+                key = self.rnd.choice(sorted(self.state))
+                op = "D" if self.rnd.random() < 0.3 else "U"
+            ts = dt.datetime(2024, 1, 1 + self.rnd.randint(0, 2), self.rnd.randint(0, 23))
+            value = f"r{self.next_id}-{i}"
+            rows.append((key, value, ts, op))
+            if op == "D":
+                del self.state[key]
+            else:
+                self.state[key] = (key, value, _micros(ts))
+        return rows
+
+    def model(self) -> Rows:
+        return Counter(self.state.values())
+
+
+def ingest_cdc(
+    spark: SparkSession,
+    catalog: Catalog,
+    table: str,
+    batches: int,
+    *,
+    size: int = 30,
+    seed: int = 1,
+    partition_by: str | None = None,
+) -> CdcLog:
+    """`batches` CDC commits into `table` (created on the first), with the ingestion job."""
+    log = CdcLog(seed)
+    for _ in range(batches):
+        rows = log.batch(size)
+        frame = spark.createDataFrame(spark.sparkContext.parallelize(rows, 2), SOURCE_SCHEMA)
+        options = IngestOptions(
+            table=table, mode="cdc", key=["id"], create=True, partition_by=partition_by
+        )
+        result = ingest(spark, catalog, options, source=frame)
+        assert result["status"] == "committed", result
+    return log
+
+
+def write_cdc_parquet(path: Path, rows: list[tuple[Any, ...]]) -> Path:
+    """A CDC batch as a Parquet file, the way an upstream system would drop it."""
+    schema = pa.schema(
+        [("id", pa.int64()), ("v", pa.string()), ("ts", pa.timestamp("us")), ("op", pa.string())]
+    )
+    columns = list(zip(*rows, strict=True))
+    pq.write_table(pa.table([list(c) for c in columns], schema=schema), path)
+    return path
+
+
+def _micros(ts: dt.datetime) -> int:
+    return (ts - dt.datetime(1970, 1, 1)) // dt.timedelta(microseconds=1)
+
+
+def table_rows(table: Table) -> Rows:
+    """The table's live rows (id, v, ts micros), read by the naive spec reader."""
+    return Counter((r["id"], r["v"], r["ts"]) for r in scan_rows(table.io, table.metadata))
+
+
+def load_dag(path: Path, dag_id: str) -> Any:
+    """Parse a DAG file like the DAG processor does; fail on any import error."""
+    from airflow.dag_processing.dagbag import DagBag  # noqa: PLC0415 (after conftest's env)
+
+    bag = DagBag(dag_folder=str(path))
+    assert not bag.import_errors, bag.import_errors
+    dag = bag.get_dag(dag_id)
+    assert dag is not None, f"{dag_id} not in {sorted(bag.dag_ids)}"
+    return dag
+
+
+def task_states(dag_run: Any) -> dict[str, str]:
+    """task_id -> final state of a finished `dag.test()` run."""
+    return {ti.task_id: str(ti.state) for ti in dag_run.get_task_instances()}
+
+
+def task_result(dag_run: Any, task_id: str) -> Any:
+    """The `return_value` XCom a task of the run pushed."""
+    ti = next(ti for ti in dag_run.get_task_instances() if ti.task_id == task_id)
+    return ti.xcom_pull(task_ids=task_id)

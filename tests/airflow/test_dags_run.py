@@ -1,0 +1,218 @@
+"""Every DAG of dags/ run with `dag.test()`: real tasks, real spark-submit on local[2], a real
+SQLite catalog per test. Tables are small (a few CDC batches) so each job takes seconds.
+
+The self-optimizing DAG gets a table with small files, equality deletes and position deletes
+and must leave it healthy (no deletes, compacted files, nothing due) with the same rows.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from icefloe_airflow.assets import table_asset
+from icefloe_airflow.self_optimizing import optimize_dag_id
+from pyspark.sql import SparkSession
+
+from icecore.catalog import Catalog, catalog_from_settings
+from tests.airflow.tables import (
+    CdcLog,
+    ingest_cdc,
+    load_dag,
+    spark_conf_dir,  # noqa: F401 - fixture
+    table_rows,
+    task_result,
+    task_states,
+    write_cdc_parquet,
+)
+
+DAGS = Path(__file__).resolve().parents[2] / "dags"
+TABLE = "db.events"
+
+pytestmark = pytest.mark.usefixtures("airflow_db", "spark_conf_dir")
+
+
+@pytest.fixture
+def catalog(iceberg_connection: Path) -> Catalog:
+    """The catalog `iceberg_default` points at (SQLite in this test's warehouse)."""
+    return catalog_from_settings(warehouse=str(iceberg_connection))
+
+
+def _live(catalog: Catalog, table: str) -> dict[str, int]:
+    report = catalog.load_table(table).health()
+    totals = report.totals
+    return {
+        "data": totals.data.files,
+        "position": totals.position_deletes.files,
+        "equality": totals.equality_deletes.files,
+        "snapshots": report.snapshot_count,
+    }
+
+
+def test_ingest_dag_commits_the_batch_and_publishes_the_table_asset(
+    catalog: Catalog, tmp_path: Path
+) -> None:
+    from airflow.models.asset import AssetEvent  # noqa: PLC0415 (after conftest's env)
+    from airflow.utils.session import create_session  # noqa: PLC0415
+
+    log = CdcLog(seed=3)
+    rows = log.batch(40) + log.batch(40)
+    source = write_cdc_parquet(tmp_path / "batch.parquet", rows)
+    dag = load_dag(DAGS / "icefloe_ingest.py", "icefloe_ingest")
+    conf = {
+        "table": "db.ingested",
+        "source": str(source),
+        "mode": "cdc",
+        "key": "id",
+        "create": True,
+        "partition_by": "day(ts)",
+    }
+    run = dag.test(run_conf=conf)
+
+    assert task_states(run) == {"ingest": "success"}
+    result = task_result(run, "ingest")
+    assert result["status"] == "committed"
+    assert table_rows(catalog.load_table("db.ingested")) == log.model()
+    asset = table_asset("db.ingested")
+    with create_session() as session:
+        events = session.query(AssetEvent).filter(AssetEvent.source_run_id == run.run_id).all()
+        published = {(e.asset.uri, e.source_dag_id) for e in events}
+    assert published == {(asset.uri, "icefloe_ingest")}
+
+
+def test_ingest_dag_refuses_a_conf_without_source(catalog: Catalog) -> None:
+    dag = load_dag(DAGS / "icefloe_ingest.py", "icefloe_ingest")
+    with pytest.raises(Exception, match="source"):
+        dag.test(run_conf={"table": "db.ingested", "source": ""})
+
+
+def _optimize_dag(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, yaml: str) -> Any:
+    config = tmp_path / "tables.yaml"
+    config.write_text(yaml)
+    monkeypatch.setenv("ICEFLOE_TABLES_CONFIG", str(config))
+    return load_dag(DAGS / "icefloe_self_optimizing.py", optimize_dag_id(TABLE))
+
+
+def test_self_optimizing_dag_heals_an_unhealthy_table(
+    spark: SparkSession,
+    catalog: Catalog,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    ingest_cdc(spark, catalog, TABLE, 4, size=30, seed=5)
+    before = _live(catalog, TABLE)
+    assert before["equality"] >= 3 and before["position"] >= 1 and before["data"] >= 4, before
+    rows = table_rows(catalog.load_table(TABLE))
+    dag = _optimize_dag(
+        tmp_path,
+        monkeypatch,
+        f"tables:\n  - table: {TABLE}\n    schedule: asset\n"
+        "    thresholds: {minor_file_count: 3}\n",
+    )
+    assert dag.max_active_runs == 1
+    assert dag.schedule == [table_asset(TABLE)]
+
+    run = dag.test()
+
+    states = task_states(run)
+    group = "self_optimizing."
+    ran = ["convert_equality_deletes", "rewrite_position_deletes", "rewrite_data_files"]
+    for job in [*ran, "remove_orphan_files"]:
+        assert states[group + job] == "success", states
+    # Fresh snapshots: expiry is not due (max_snapshot_age 5d), so it alone is skipped.
+    assert states[group + "expire_snapshots"] == "skipped", states
+    assert states[group + "health_after"] == "success", states
+    due_before = [d["job"] for d in task_result(run, group + "health")["due"]]
+    assert due_before == [*ran, "remove_orphan_files"]
+    after = task_result(run, group + "health_after")
+    assert after["due"] == []
+    assert after["score"] > task_result(run, group + "health")["score"]
+    assert after["health"]["equality_delete_files"] == 0
+    assert after["health"]["position_delete_files"] == 0
+    assert after["health"]["data_files"] < before["data"]
+    table = catalog.load_table(TABLE)
+    assert table_rows(table) == rows
+    assert _live(catalog, TABLE)["equality"] == 0
+
+
+def test_convert_equality_deletes_dag(
+    spark: SparkSession,
+    catalog: Catalog,
+) -> None:
+    ingest_cdc(spark, catalog, TABLE, 3, size=24, seed=7)
+    rows = table_rows(catalog.load_table(TABLE))
+    assert _live(catalog, TABLE)["equality"] >= 1
+    dag = load_dag(DAGS / "icefloe_convert_equality_deletes.py", "icefloe_convert_equality_deletes")
+
+    run = dag.test(run_conf={"table": TABLE, "max_attempts": 2})
+
+    assert task_states(run) == {"convert_equality_deletes": "success"}
+    assert task_result(run, "convert_equality_deletes")["status"] == "committed"
+    live = _live(catalog, TABLE)
+    assert live["equality"] == 0 and live["position"] >= 1
+    assert table_rows(catalog.load_table(TABLE)) == rows
+
+
+def test_rewrite_position_deletes_dag(
+    spark: SparkSession,
+    catalog: Catalog,
+) -> None:
+    ingest_cdc(spark, catalog, TABLE, 4, size=30, seed=11)
+    rows = table_rows(catalog.load_table(TABLE))
+    before = _live(catalog, TABLE)
+    assert before["position"] >= 2, before
+    dag = load_dag(DAGS / "icefloe_rewrite_position_deletes.py", "icefloe_rewrite_position_deletes")
+
+    run = dag.test(run_conf={"table": TABLE, "rewrite_all": True, "min_input_files": 2})
+
+    assert task_states(run) == {"rewrite_position_deletes": "success"}
+    assert task_result(run, "rewrite_position_deletes")["status"] == "committed"
+    assert _live(catalog, TABLE)["position"] < before["position"]
+    assert table_rows(catalog.load_table(TABLE)) == rows
+
+
+def test_rewrite_data_files_dag(
+    spark: SparkSession,
+    catalog: Catalog,
+) -> None:
+    ingest_cdc(spark, catalog, TABLE, 3, size=24, seed=13)
+    rows = table_rows(catalog.load_table(TABLE))
+    before = _live(catalog, TABLE)
+    dag = load_dag(DAGS / "icefloe_rewrite_data_files.py", "icefloe_rewrite_data_files")
+
+    conf = {"table": TABLE, "rewrite_all": True, "strategy": "sort", "sort_order": "id"}
+    run = dag.test(run_conf=conf)
+
+    assert task_states(run) == {"rewrite_data_files": "success"}
+    result = task_result(run, "rewrite_data_files")
+    assert result["rewritten_data_files"] == before["data"], result
+    after = _live(catalog, TABLE)
+    assert after["data"] < before["data"]
+    assert after["equality"] == after["position"] == 0
+    assert table_rows(catalog.load_table(TABLE)) == rows
+
+
+def test_expire_snapshots_dag_expires_then_removes_orphans(
+    spark: SparkSession,
+    catalog: Catalog,
+) -> None:
+    ingest_cdc(spark, catalog, TABLE, 3, size=24, seed=17)
+    table = catalog.load_table(TABLE)
+    rows = table_rows(table)
+    assert _live(catalog, TABLE)["snapshots"] == 3
+    orphan = Path(table.metadata.location.removeprefix("file:")) / "data" / "orphan.parquet"
+    orphan.parent.mkdir(parents=True, exist_ok=True)
+    orphan.write_bytes(b"left behind by a crashed writer")
+    week_ago = time.time() - 7 * 86400
+    os.utime(orphan, (week_ago, week_ago))
+    dag = load_dag(DAGS / "icefloe_expire_snapshots.py", "icefloe_expire_snapshots")
+
+    run = dag.test(run_conf={"table": TABLE, "older_than": "0s", "min_age": "0s", "retain_last": 1})
+
+    assert task_states(run) == {"expire_snapshots": "success", "remove_orphan_files": "success"}
+    assert _live(catalog, TABLE)["snapshots"] == 1
+    assert not orphan.exists()
+    assert table_rows(catalog.load_table(TABLE)) == rows

@@ -1,0 +1,136 @@
+"""IcebergHook: Airflow connections (env var JSON form, as deployments set them) to real
+SQLite and PostgreSQL catalogs; the flags it gives the jobs open the very same catalog."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from icefloe_airflow.hook import CatalogSettings, IcebergHook
+
+from icecore.errors import NoSuchTableError
+from icecore.schema import Schema
+from icecore.types import LongType, NestedField
+from spark_jobs.common.cli import job_parser, open_catalog
+from tests.support.catalogs import forget_catalog, postgres_unavailable, unique_catalog_name
+
+SCHEMA = Schema((NestedField(1, "id", LongType(), required=True),))
+
+
+def test_settings_and_job_flags_open_the_same_catalog(iceberg_connection: Path) -> None:
+    hook = IcebergHook()
+    assert hook.settings() == CatalogSettings(
+        uri=None, name="default", warehouse=str(iceberg_connection)
+    )
+    args = hook.job_args()
+    assert args == ["--catalog-name", "default", "--warehouse", str(iceberg_connection)]
+
+    hook.get_catalog().create_namespace("db")
+    hook.get_catalog().create_table("db.events", SCHEMA)
+    assert hook.load_table("db.events").metadata.schema() == SCHEMA
+    job_catalog = open_catalog(job_parser("t", "t").parse_args([*args, "--table", "db.events"]))
+    try:
+        assert job_catalog.load_table("db.events").metadata_location == (
+            hook.load_table("db.events").metadata_location
+        )
+    finally:
+        job_catalog.close()
+        hook.close()
+    assert (iceberg_connection / "catalog.db").is_file()
+
+
+def test_missing_table_is_icecores_error(iceberg_connection: Path) -> None:
+    hook = IcebergHook()
+    try:
+        with pytest.raises(NoSuchTableError, match=r"db\.nope"):
+            hook.load_table("db.nope")
+    finally:
+        hook.close()
+
+
+def test_postgresql_catalog_and_state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    reason = postgres_unavailable()
+    if reason:
+        pytest.skip(reason)
+    from tests.support.catalogs import POSTGRES_URI  # noqa: PLC0415
+
+    name = unique_catalog_name()
+    extra = {"uri": POSTGRES_URI, "catalog_name": name, "warehouse": str(tmp_path)}
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_ICEBERG_PG", json.dumps({"conn_type": "iceberg", "extra": extra})
+    )
+    hook = IcebergHook("iceberg_pg")
+    try:
+        assert hook.settings() == CatalogSettings(POSTGRES_URI, name, str(tmp_path))
+        assert hook.job_args() == [
+            "--catalog-name", name, "--catalog-uri", POSTGRES_URI, "--warehouse", str(tmp_path)
+        ]  # fmt: skip
+        catalog = hook.get_catalog()
+        assert catalog.engine.dialect.name == "postgresql"  # type: ignore[attr-defined]
+        catalog.create_namespace("db")
+        catalog.create_table("db.events", SCHEMA)
+        store = hook.state_store()
+        assert store.catalog_name == name
+        run = store.start_run(
+            "db.events", "ingest", dag_id="d", run_id="r", task_id="t", try_number=1
+        )
+        store.finish_run(run, state="success", result={"rows": 1})
+        assert store.last_runs("db.events")["ingest"].result == {"rows": 1}
+    finally:
+        from icefloe_airflow.state import RUNS  # noqa: PLC0415
+        from sqlalchemy import delete  # noqa: PLC0415
+
+        catalog = hook.get_catalog()
+        with catalog.engine.begin() as conn:  # type: ignore[attr-defined]
+            conn.execute(delete(RUNS).where(RUNS.c.catalog_name == name))
+        forget_catalog(catalog)  # type: ignore[arg-type]
+        hook.close()
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        ({"warehouse": "/w", "catalog": "x"}, r"unknown extra keys \['catalog'\]"),
+        ({"catalog_name": "x"}, "set extra 'warehouse'"),
+    ],
+)
+def test_unusable_connections_are_refused(
+    monkeypatch: pytest.MonkeyPatch, extra: dict[str, str], message: str
+) -> None:
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_ICEBERG_BAD", json.dumps({"conn_type": "iceberg", "extra": extra})
+    )
+    with pytest.raises(ValueError, match=rf"connection 'iceberg_bad': {message}"):
+        IcebergHook("iceberg_bad").settings()
+
+
+def test_undefined_connection_is_named() -> None:
+    with pytest.raises(Exception, match="iceberg_undefined"):
+        IcebergHook("iceberg_undefined").settings()
+
+
+def test_password_and_uri_stay_off_the_command_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    connection = {
+        "conn_type": "iceberg",
+        "password": "s3cret",
+        "extra": {
+            "uri": "postgresql+psycopg2://iceberg@db:5432/catalog",
+            "warehouse": "s3://bucket/wh",
+            "properties": {"s3.endpoint": "http://minio:9000", "s3.path-style-access": True},
+        },
+    }
+    monkeypatch.setenv("AIRFLOW_CONN_ICEBERG_S3", json.dumps(connection))
+    hook = IcebergHook("iceberg_s3")
+    uri = "postgresql+psycopg2://iceberg:s3cret@db:5432/catalog"
+    assert hook.settings().uri == uri
+    assert hook.job_env() == {"ICEFLOE_CATALOG_URI": uri}
+    args = hook.job_args(include_uri=False)
+    assert not any("s3cret" in a for a in args)
+    parsed = job_parser("t", "t").parse_args([*args, "--table", "db.t"])
+    assert (parsed.catalog_uri, parsed.warehouse) == (None, "s3://bucket/wh")
+    assert dict(parsed.catalog_property) == {
+        "s3.endpoint": "http://minio:9000",
+        "s3.path-style-access": "true",
+    }
+    assert "--catalog-uri" in hook.job_args()  # for a command line of one's own

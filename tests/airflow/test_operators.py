@@ -1,0 +1,397 @@
+"""The job operators: their command lines checked by the jobs' own parsers, and real
+spark-submits (local[2]) inside `dag.test()` against real tables: results in XCom, runs
+recorded, the ingest asset event, and a failure carrying the job's one-line cause.
+
+spark-submit costs ~20-40 s each, so there are three: ingest + compaction in one DAG run, and
+one failing job.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import zipfile
+from collections.abc import Callable, Iterator, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from icefloe_airflow.assets import INGEST_ALIAS, table_asset
+from icefloe_airflow.hook import IcebergHook
+from icefloe_airflow.operators import (
+    ConvertEqualityDeletesOperator,
+    ExpireSnapshotsOperator,
+    IngestOperator,
+    RemoveOrphanFilesOperator,
+    RewriteDataFilesOperator,
+    RewritePositionDeletesOperator,
+    TableHealthOperator,
+)
+from icefloe_airflow.operators.base import (
+    failure_cause,
+    job_file,
+    package_zip,
+    parse_result,
+)
+from icefloe_airflow.policy import MaintenancePolicy
+from icefloe_airflow.state import LOCKS, RUNS, MaintenanceStore
+from sqlalchemy import delete, select
+
+from icecore.catalog import SqlCatalog
+from spark_jobs import expire_snapshots, remove_orphan_files, rewrite_data_files
+from spark_jobs.ingestion.options import build_parser as ingest_parser
+from tests.support.catalogs import (
+    POSTGRES_URI,
+    forget_catalog,
+    postgres_unavailable,
+    unique_catalog_name,
+)
+from tests.support.samples import PSCHEMA, spec_of
+from tests.support.tables import LocalTable
+
+START = datetime(2024, 1, 1, tzinfo=UTC)
+
+
+def parse(parser: argparse.ArgumentParser, operator: Any, warehouse: Path) -> argparse.Namespace:
+    """The operator's command line as the job itself parses it."""
+    args = operator.build_application_args(IcebergHook(operator.iceberg_conn_id), {})
+    parsed = parser.parse_args(args)
+    assert (parsed.warehouse, parsed.catalog_name, parsed.catalog_uri) == (
+        str(warehouse),
+        "default",
+        None,
+    )
+    return parsed
+
+
+# Command lines ---------------------------------------------------------------------------
+
+
+def test_options_become_the_jobs_flags(iceberg_connection: Path) -> None:
+    operator = RewriteDataFilesOperator(
+        task_id="compact",
+        table="db.events",
+        options={
+            "strategy": "sort",
+            "sort_order": "id desc nulls last",
+            "target_file_size_bytes": 1024,
+            "partial-progress.enabled": True,
+            "rewrite-all": True,
+            "use_starting_sequence_number": "false",
+            "where": None,
+            "max-retries": False,
+        },
+    )
+    args = parse(rewrite_data_files.build_parser(), operator, iceberg_connection)
+    assert args.table == "db.events"
+    assert (args.strategy, args.sort_order, args.target_file_size_bytes) == (
+        "sort",
+        "id desc nulls last",
+        1024,
+    )
+    assert (args.partial_progress_enabled, args.rewrite_all) == (True, True)
+    assert args.use_starting_sequence_number is False
+    assert (args.where, args.max_retries) == (None, 3)  # None/False: flag left out
+    assert operator.name == "icefloe-rewrite_data_files"
+
+
+def test_options_from_a_json_string_and_policy_retention(iceberg_connection: Path) -> None:
+    policy = MaintenancePolicy.from_mapping({"max_snapshot_age": "30m", "retain_last": 3})
+    expire = ExpireSnapshotsOperator(
+        task_id="expire",
+        table="db.events",
+        options=json.dumps({**policy.job_options("expire_snapshots"), "snapshot_ids": [1, 2]}),
+    )
+    args = parse(expire_snapshots.build_parser(), expire, iceberg_connection)
+    assert (args.older_than, args.retain_last, args.min_age) == ("1800s", 3, "1800s")
+    assert args.snapshot_ids == [[1], [2]]  # a list repeats the flag
+    orphans = RemoveOrphanFilesOperator(
+        task_id="orphans",
+        table="db.events",
+        options=MaintenancePolicy().job_options("remove_orphan_files"),
+        name="nightly-orphans",
+    )
+    args = parse(remove_orphan_files.build_parser(), orphans, iceberg_connection)
+    assert (args.older_than, args.min_age) == ("259200s", "1d")  # the job's floor stays
+    assert orphans.name == "nightly-orphans"
+    hourly = MaintenancePolicy.from_mapping({"orphan_older_than": "2h"})
+    orphans.options = hourly.job_options("remove_orphan_files")
+    args = parse(remove_orphan_files.build_parser(), orphans, iceberg_connection)
+    assert (args.older_than, args.min_age) == ("7200s", "7200s")  # the policy lowers it
+
+
+def test_ingest_arguments(iceberg_connection: Path) -> None:
+    operator = IngestOperator(
+        task_id="ingest",
+        table="db.events",
+        source="/in/batch.csv",
+        mode="cdc",
+        key=["id", "region"],
+        op_column="change",
+        batch_id="2024-01-07",
+        create=True,
+        partition_by="day(ts), bucket(16, id)",
+        sort_by="ts",
+        merge_schema=True,
+        properties={"write.parquet.compression-codec": "snappy", "format-version": "2"},
+        source_format="csv",
+        source_options={"header": "true", "delimiter": ";"},
+    )
+    args = parse(ingest_parser(), operator, iceberg_connection)
+    assert (args.source, args.mode, args.key, args.op_column) == (
+        "/in/batch.csv",
+        "cdc",
+        "id,region",
+        "change",
+    )
+    assert (args.batch_id, args.create, args.merge_schema) == ("2024-01-07", True, True)
+    assert (args.partition_by, args.sort_by, args.source_format) == (
+        "day(ts), bucket(16, id)",
+        "ts",
+        "csv",
+    )
+    assert args.property == ["write.parquet.compression-codec=snappy", "format-version=2"]
+    assert args.source_option == ["header=true", "delimiter=;"]
+    defaults = IngestOperator(task_id="i2", table="db.events", source="/in")
+    args = parse(ingest_parser(), defaults, iceberg_connection)
+    assert (args.mode, args.create, args.key) == ("append", False, None)
+    assert defaults.batch_id == "{{ dag.dag_id }}/{{ run_id }}/{{ task.task_id }}"
+    assert INGEST_ALIAS in defaults.outlets
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"table": "db.other"}, "set by the operator"),
+        ({"catalog_uri": "sqlite://"}, "set by the operator"),
+        ({"bad flag": 1}, "invalid option name 'bad flag'"),
+        ({"where": {"id": 1}}, "expected a string, number or list"),
+    ],
+)
+def test_bad_options_are_refused(
+    iceberg_connection: Path, options: dict[str, Any], message: str
+) -> None:
+    from airflow.sdk.exceptions import AirflowException  # noqa: PLC0415
+
+    operator = RewritePositionDeletesOperator(task_id="t", table="db.events", options=options)
+    with pytest.raises(AirflowException, match=message):
+        operator.build_application_args(IcebergHook(), {})
+
+
+def test_managed_arguments_cannot_be_passed() -> None:
+    with pytest.raises(TypeError, match="sets application itself"):
+        ConvertEqualityDeletesOperator(task_id="t", table="db.t", application="x.py")
+
+
+def test_job_files_and_package_zip(tmp_path: Path) -> None:
+    assert job_file("rewrite_data_files").read_text().startswith('"""')
+    first = package_zip(tmp_path)
+    stamp = first.stat().st_mtime_ns
+    assert package_zip(tmp_path) == first and first.stat().st_mtime_ns == stamp  # cached
+    names = set(zipfile.ZipFile(first).namelist())
+    assert {"icecore/__init__.py", "spark_jobs/common/cli.py", "spark_jobs/ingest.py"} <= names
+    assert [p.name for p in tmp_path.iterdir()] == [first.name]  # no temporary left behind
+
+
+def test_result_and_cause_lines() -> None:
+    output = [
+        "25/01/07 10:00:00 INFO SparkContext: Running Spark version 4.1.1",
+        "WARNING: Using incubator modules: jdk.incubator.vector",
+        '{"rewritten_data_files": 3, "table": "db.t"}',
+        "25/01/07 10:00:09 INFO ShutdownHookManager: Shutdown hook called",
+    ]
+    assert parse_result(output) == {"rewritten_data_files": 3, "table": "db.t"}
+    assert failure_cause(output) is None
+    failed = [
+        "Traceback (most recent call last):",
+        '  File "x.py", line 1, in <module>',
+        "NoSuchTableError: table db.missing does not exist",
+        "25/01/07 10:00:09 INFO ShutdownHookManager: Deleting directory /tmp/spark-1",
+    ]
+    assert failure_cause(failed) == "NoSuchTableError: table db.missing does not exist"
+    assert parse_result(failed) is None
+
+
+def test_health_operator_reports_due_jobs(iceberg_connection: Path) -> None:
+    from airflow.sdk.exceptions import AirflowException  # noqa: PLC0415
+
+    catalog, _ = small_files_table(iceberg_connection, files=3)
+    catalog.close()
+    policy = '{"minor_file_count": 3, "retain_last": 2}'  # as a rendered template gives it
+    out = TableHealthOperator(task_id="h", table="db.events", policy=policy).execute({})
+    assert out["table"] == "db.events"
+    assert [d["job"] for d in out["due"]] == ["rewrite_data_files", "remove_orphan_files"]
+    assert "category=a: 3 small files >= 3" in out["due"][0]["reason"]
+    assert (out["health"]["data_files"], out["health"]["small_files"]) == (3, 3)
+    assert out["policy"]["retain_last"] == 2
+    assert 0 < out["score"] < 100
+    json.dumps(out)  # XCom-ready
+    with pytest.raises(AirflowException, match=r"policy for db.events: .*\['minor'\]"):
+        TableHealthOperator(task_id="h", table="db.events", policy={"minor": 1}).execute({})
+
+
+# Real spark-submit in dag.test() -----------------------------------------------------------
+
+
+def small_files_table(warehouse: Path, files: int) -> tuple[SqlCatalog, list[int]]:
+    """db.events: `files` one-row Parquet files in partition a, registered in the catalog."""
+    table = LocalTable.create(
+        warehouse / "db" / "events", PSCHEMA, spec_of(("category", "identity", "category"))
+    )
+    ids = list(range(files))
+    table.commit(
+        add=[
+            table.write_data([{"id": i, "category": "a", "ts": 1_700_000_000_000_000 + i}])
+            for i in ids
+        ]
+    )
+    catalog = SqlCatalog("default", warehouse=warehouse)
+    catalog.create_namespace("db")
+    catalog.register_table("db.events", table.metadata_location)
+    return catalog, ids
+
+
+def write_batch(path: Path, ids: Sequence[int]) -> Path:
+    ts = pa.array(
+        [datetime.fromtimestamp(1_700_000_000 + i, tz=UTC) for i in ids],
+        pa.timestamp("us", tz="UTC"),
+    )
+    batch = pa.table(
+        {
+            "id": pa.array(ids, pa.int64()),
+            "category": pa.array(["a"] * len(ids), pa.string()),
+            "ts": ts,
+        }
+    )
+    pq.write_table(batch, path)
+    return path
+
+
+def xcom(dag_id: str, run_id: str, task_id: str) -> Any:
+    from airflow.models.xcom import XComModel  # noqa: PLC0415
+    from airflow.utils.session import create_session  # noqa: PLC0415
+
+    with create_session() as session:
+        row = session.scalars(
+            XComModel.get_many(run_id=run_id, key="return_value", task_ids=task_id, dag_ids=dag_id)
+        ).first()
+        return None if row is None else XComModel.deserialize_value(row)
+
+
+def asset_events(uri: str) -> list[dict[str, Any]]:
+    from airflow.models.asset import AssetEvent, AssetModel  # noqa: PLC0415
+    from airflow.utils.session import create_session  # noqa: PLC0415
+
+    with create_session() as session:
+        events = session.scalars(
+            select(AssetEvent)
+            .join(AssetModel, AssetEvent.asset_id == AssetModel.id)
+            .where(AssetModel.uri == uri)
+        ).all()
+        return [dict(e.extra or {}) for e in events]
+
+
+@pytest.fixture
+def store(iceberg_connection: Path) -> Iterator[MaintenanceStore]:
+    hook = IcebergHook()
+    yield hook.state_store()
+    hook.close()
+
+
+def test_ingest_then_compact_in_a_dag_run(
+    run_dag: Callable[..., Any], iceberg_connection: Path, tmp_path: Path, store: MaintenanceStore
+) -> None:
+    from airflow.sdk import DAG  # noqa: PLC0415
+
+    catalog, ids = small_files_table(iceberg_connection, files=5)
+    source = write_batch(tmp_path / "batch.parquet", [100, 101, 102])
+    with DAG(
+        "icefloe_test_ingest_compact",
+        schedule=None,
+        start_date=START,
+        params={"table": "db.events"},
+    ) as dag:
+        ingest = IngestOperator(task_id="ingest", table="db.events", source=str(source))
+        compact = RewriteDataFilesOperator(
+            task_id="compact", table="{{ params.table }}", options={"min-input-files": 2}
+        )
+        health = TableHealthOperator(
+            task_id="health", table="db.events", policy={"minor_file_count": 3}
+        )
+        ingest >> compact >> health
+    run = run_dag(dag)
+    assert run.state == "success", [(ti.task_id, ti.state) for ti in run.get_task_instances()]
+
+    ingested = xcom(dag.dag_id, run.run_id, "ingest")
+    assert (ingested["status"], ingested["rows"]) == ("committed", 3)
+    assert ingested["batch_id"] == f"{dag.dag_id}/{run.run_id}/ingest"  # rendered default
+    events = asset_events(table_asset("db.events").uri)
+    assert [(e["table"], e["rows"], e["status"]) for e in events] == [("db.events", 3, "committed")]
+
+    compacted = xcom(dag.dag_id, run.run_id, "compact")
+    assert compacted["rewritten_data_files"] == 6  # 5 small files + the ingested one
+    assert compacted["added_data_files"] == 1
+    table = catalog.load_table("db.events")
+    files = list(table.scan().plan_files())
+    assert len(files) == 1 and files[0].file.record_count == len(ids) + 3
+
+    runs = store.last_runs("db.events")
+    assert {job: r.state for job, r in runs.items()} == {
+        "ingest": "success",
+        "rewrite_data_files": "success",
+    }
+    assert runs["rewrite_data_files"].result == compacted
+    assert (runs["ingest"].dag_id, runs["ingest"].run_id) == (dag.dag_id, run.run_id)
+    assert store.lock_holder("db.events") is None  # released after the job
+
+    checked = xcom(dag.dag_id, run.run_id, "health")
+    assert checked["table"] == "db.events"
+    assert checked["health"]["data_files"] == 1
+    assert checked["health"]["data_records"] == len(ids) + 3
+    assert [d["job"] for d in checked["due"]] == ["remove_orphan_files"]  # never ran
+    assert checked["policy"]["minor_file_count"] == 3
+    catalog.close()
+
+
+@pytest.fixture
+def catalog_connection(
+    iceberg_connection: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[IcebergHook]:
+    """`iceberg_default` on PostgreSQL (a catalog name of its own) when a server answers, so
+    the job gets its catalog URI from the environment; else the SQLite catalog."""
+    name = "default"
+    if postgres_unavailable() is None:
+        name = unique_catalog_name()
+        extra = {"uri": POSTGRES_URI, "catalog_name": name, "warehouse": str(iceberg_connection)}
+        connection = json.dumps({"conn_type": "iceberg", "extra": extra})
+        monkeypatch.setenv("AIRFLOW_CONN_ICEBERG_DEFAULT", connection)
+    hook = IcebergHook()
+    yield hook
+    catalog = hook.get_catalog()
+    with catalog.engine.begin() as conn:  # type: ignore[attr-defined]
+        conn.execute(delete(RUNS).where(RUNS.c.catalog_name == name))
+        conn.execute(delete(LOCKS).where(LOCKS.c.catalog_name == name))
+    forget_catalog(catalog)  # type: ignore[arg-type]
+    hook.close()
+
+
+def test_failed_job_raises_its_cause_and_is_recorded(
+    run_dag: Callable[..., Any], catalog_connection: IcebergHook
+) -> None:
+    from airflow.sdk import DAG  # noqa: PLC0415
+
+    catalog_connection.get_catalog().create_namespace("db")
+    with DAG("icefloe_test_failure", schedule=None, start_date=START) as dag:
+        ExpireSnapshotsOperator(task_id="expire", table="db.missing", retries=0)
+    run = run_dag(dag)
+    assert run.state == "failed"
+    store = catalog_connection.state_store()
+    [failed] = store.recent_runs("db.missing")
+    assert (failed.job, failed.state, failed.result) == ("expire_snapshots", "failed", None)
+    assert failed.error is not None
+    assert failed.error.startswith("expire_snapshots failed on db.missing: NoSuchTableError: ")
+    assert "db.missing" in failed.error.split("NoSuchTableError: ", 1)[1]
+    assert store.lock_holder("db.missing") is None

@@ -1,0 +1,274 @@
+"""Policy decisions on the health reports of real tables (Parquet data, Avro manifests,
+position and equality delete files), registered in a real SQLite catalog and read back through
+it, as the health operator does."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from icefloe_airflow.policy import (
+    JOB_ORDER,
+    MaintenancePolicy,
+    due_jobs,
+    health_score,
+    health_summary,
+    measure_health,
+    parse_duration,
+)
+
+from icecore.catalog import SqlCatalog
+from icecore.health import HealthReport
+from tests.support.samples import PSCHEMA, spec_of
+from tests.support.tables import LocalTable
+
+NOW = datetime.now(UTC)
+RECENT = {"expire_snapshots": NOW, "remove_orphan_files": NOW}  # cadence jobs just ran
+SMALL_TARGET = 20_000  # bytes: our few-row files are all "small" (< 15,000)
+
+
+@pytest.fixture
+def sql_catalog(tmp_path: Path) -> Iterator[SqlCatalog]:
+    catalog = SqlCatalog("default", warehouse=tmp_path / "warehouse")
+    catalog.create_namespace("db")
+    yield catalog
+    catalog.close()
+
+
+def new_table(tmp_path: Path, target: int | None = None) -> LocalTable:
+    props = {} if target is None else {"write.target-file-size-bytes": str(target)}
+    spec = spec_of(("category", "identity", "category"))
+    return LocalTable.create(tmp_path / "t", PSCHEMA, spec, props)
+
+
+def rows(category: str, *ids: int) -> list[dict[str, Any]]:
+    return [{"id": i, "category": category, "ts": 1_700_000_000_000_000 + i} for i in ids]
+
+
+def report_of(
+    table: LocalTable, catalog: SqlCatalog, policy: MaintenancePolicy | None = None
+) -> HealthReport:
+    """Register the table (or move the pointer) and measure it through the catalog."""
+    if catalog.table_exists("db.t"):
+        catalog.drop_table("db.t", purge=False)
+    catalog.register_table("db.t", table.metadata_location)
+    return measure_health(catalog.load_table("db.t"), policy or MaintenancePolicy())
+
+
+def jobs(report: HealthReport, policy: MaintenancePolicy, last: Any = RECENT) -> list[str]:
+    return [d.job for d in due_jobs(report, policy, last, NOW)]
+
+
+def test_compact_table_needs_nothing_and_scores_100(
+    tmp_path: Path, sql_catalog: SqlCatalog
+) -> None:
+    table = new_table(tmp_path)
+    table.commit(add=[table.write_data(rows("a", *range(100)))])
+    report = report_of(table, sql_catalog)
+    policy = MaintenancePolicy()
+    assert due_jobs(report, policy, RECENT, NOW) == []
+    assert health_score(report, policy) == 100
+    summary = health_summary(report)
+    assert (summary["data_files"], summary["data_records"], summary["snapshot_count"]) == (
+        1,
+        100,
+        1,
+    )
+
+
+def test_twelve_small_files_in_a_partition_trigger_bin_packing(
+    tmp_path: Path, sql_catalog: SqlCatalog
+) -> None:
+    table = new_table(tmp_path)  # 512 MiB target: a dozen tiny files never add up to one
+    table.commit(add=[table.write_data(rows("a", i)) for i in range(11)])
+    table.commit(add=[table.write_data(rows("b", 100 + i)) for i in range(11)])
+    policy = MaintenancePolicy()
+    assert jobs(report_of(table, sql_catalog), policy) == []  # 11 per partition: below 12
+
+    table.commit(add=[table.write_data(rows("b", 200))])
+    due = due_jobs(report_of(table, sql_catalog), policy, RECENT, NOW)
+    assert [d.job for d in due] == ["rewrite_data_files"]
+    assert "category=b: 12 small files >= 12" in due[0].reason
+    assert "category=a" not in due[0].reason
+    # A lower threshold set per table applies at once.
+    assert jobs(report_of(table, sql_catalog), MaintenancePolicy(minor_file_count=11)) == [
+        "rewrite_data_files"
+    ]
+
+
+def test_small_files_adding_up_to_a_target_file_trigger_bin_packing(
+    tmp_path: Path, sql_catalog: SqlCatalog
+) -> None:
+    table = new_table(tmp_path, target=SMALL_TARGET)
+    first = table.write_data(rows("a", *range(200)))
+    table.commit(add=[first])
+    report = report_of(table, sql_catalog)
+    assert report.totals.small_data.files == 1
+    assert jobs(report, MaintenancePolicy()) == []  # one small file: nothing to merge
+
+    size = first.file_size_in_bytes
+    count = SMALL_TARGET // size + 1  # just enough files to fill one target file
+    table.commit(
+        add=[
+            table.write_data(rows("a", *range(i * 1000, i * 1000 + 200))) for i in range(count - 1)
+        ]
+    )
+    report = report_of(table, sql_catalog)
+    assert report.partition("category=a").small_data.bytes >= SMALL_TARGET
+    due = due_jobs(report, MaintenancePolicy(), RECENT, NOW)
+    assert [d.job for d in due] == ["rewrite_data_files"]
+    assert f"add up to {report.partition('category=a').small_data.bytes} bytes" in due[0].reason
+    # The score counts the files beyond ceil(bytes / target) per partition as excess.
+    ideal = -(-report.totals.data.bytes // SMALL_TARGET)
+    excess = (report.totals.data.files - ideal) / report.totals.data.files
+    assert health_score(report, MaintenancePolicy()) == round(100 - 30 * excess)
+
+
+def test_position_deletes_above_ten_percent_trigger_major_compaction(
+    tmp_path: Path, sql_catalog: SqlCatalog
+) -> None:
+    table = new_table(tmp_path)
+    data = table.write_data(rows("a", *range(100)))
+    table.commit(add=[data])
+    table.commit(add=[table.write_position_deletes([(data.file_path, p) for p in range(10)])])
+    policy = MaintenancePolicy()
+    report = report_of(table, sql_catalog)
+    assert jobs(report, policy) == []  # exactly 10%: not above
+    # penalty: 30 x (0.10 / 0.10) for the ratio + 15 x 1/12 for one delete file
+    assert health_score(report, policy) == round(100 - 30 - 15 / 12)
+
+    table.commit(add=[table.write_position_deletes([(data.file_path, 50)])])
+    due = due_jobs(report_of(table, sql_catalog), policy, RECENT, NOW)
+    assert [d.job for d in due] == ["rewrite_data_files"]
+    assert "category=a: deletes are 11% of rows > 10%" in due[0].reason
+    assert jobs(report_of(table, sql_catalog), MaintenancePolicy(major_delete_ratio=0.2)) == []
+
+
+def test_many_delete_files_trigger_minor_compaction_and_equality_deletes_conversion(
+    tmp_path: Path, sql_catalog: SqlCatalog
+) -> None:
+    table = new_table(tmp_path)
+    data = table.write_data(rows("a", *range(1000)))
+    table.commit(add=[data])
+    for pos in range(11):
+        table.commit(add=[table.write_position_deletes([(data.file_path, pos)])])
+    policy = MaintenancePolicy()
+    assert jobs(report_of(table, sql_catalog), policy) == []  # 11 delete files, 1.1% deleted
+
+    table.commit(add=[table.write_equality_deletes(rows("a", 500), ["id"])])
+    report = report_of(table, sql_catalog)
+    due = due_jobs(report, policy, RECENT, NOW)
+    assert [d.job for d in due] == ["convert_equality_deletes", "rewrite_position_deletes"]
+    assert due[0].reason == "1 live equality delete file(s) (1 keys)"
+    assert "category=a with 12" in due[1].reason
+    score = health_score(report, policy)
+    assert score == round(100 - 30 * (12 / 1000) / 0.1 - 15 - 10)
+
+
+def test_dangling_deletes_trigger_delete_compaction(
+    tmp_path: Path, sql_catalog: SqlCatalog
+) -> None:
+    table = new_table(tmp_path)
+    old = table.write_data(rows("a", *range(100)))
+    table.commit(add=[old])
+    table.commit(add=[table.write_position_deletes([(old.file_path, 1)])])
+    table.commit(add=[table.write_data(rows("a", *range(100)))], remove=[old])
+    report = report_of(table, sql_catalog)
+    assert report.totals.dangling_delete_files == 1
+    due = due_jobs(report, MaintenancePolicy(), RECENT, NOW)
+    assert [d.job for d in due] == ["rewrite_position_deletes"]
+    assert "1 dangling delete file(s)" in due[0].reason
+
+
+def test_expiry_and_orphan_removal_follow_their_cadence(
+    tmp_path: Path, sql_catalog: SqlCatalog
+) -> None:
+    table = new_table(tmp_path)
+    table.commit(add=[table.write_data(rows("a", 1))])
+    table.commit(add=[table.write_data(rows("a", *range(100)))])
+    report = report_of(table, sql_catalog)
+    policy = MaintenancePolicy(max_snapshot_age=timedelta(0))
+    assert jobs(report, policy, {}) == ["expire_snapshots", "remove_orphan_files"]
+    assert jobs(report, policy, RECENT) == []
+    day_ago = {"expire_snapshots": NOW - timedelta(days=1), "remove_orphan_files": NOW}
+    assert jobs(report, policy, day_ago) == ["expire_snapshots"]
+    week_ago = {"expire_snapshots": NOW, "remove_orphan_files": NOW - timedelta(days=7)}
+    assert jobs(report, policy, week_ago) == ["remove_orphan_files"]
+    # Default retention: 5 days; these snapshots are seconds old, nothing to expire yet.
+    assert jobs(report, MaintenancePolicy(), {}) == ["remove_orphan_files"]
+    # retain_last keeps both snapshots: nothing to expire either.
+    retained = MaintenancePolicy(max_snapshot_age=timedelta(0), retain_last=2)
+    assert jobs(report, retained, {}) == ["remove_orphan_files"]
+    assert health_score(report, policy) == 100 - 10 - round(30 * 1 / 2)
+
+
+def test_due_jobs_come_in_job_order(tmp_path: Path, sql_catalog: SqlCatalog) -> None:
+    table = new_table(tmp_path, target=SMALL_TARGET)
+    data = [table.write_data(rows("a", *range(i * 100, i * 100 + 100))) for i in range(12)]
+    table.commit(add=data)
+    table.commit(add=[table.write_position_deletes([(d.file_path, 0)]) for d in data])
+    table.commit(add=[table.write_equality_deletes(rows("a", 5), ["id"])])
+    policy = MaintenancePolicy(max_snapshot_age=timedelta(0))
+    report = report_of(table, sql_catalog)
+    assert jobs(report, policy, {}) == list(JOB_ORDER)
+    assert 0 <= health_score(report, policy) < 50
+
+
+def test_empty_table_needs_nothing(tmp_path: Path, sql_catalog: SqlCatalog) -> None:
+    report = report_of(new_table(tmp_path), sql_catalog)
+    assert jobs(report, MaintenancePolicy(max_snapshot_age=timedelta(0)), {}) == []
+    assert health_score(report, MaintenancePolicy()) == 100
+
+
+def test_policy_from_mapping() -> None:
+    policy = MaintenancePolicy.from_mapping(
+        {
+            "minor-file-count": 8,
+            "major_delete_ratio": 0.25,
+            "max_snapshot_age": "1d12h",
+            "orphan_older_than": 7200,
+            "target_file_size_bytes": 134217728,
+        }
+    )
+    assert policy.minor_file_count == 8
+    assert policy.major_delete_ratio == 0.25
+    assert policy.max_snapshot_age == timedelta(days=1, hours=12)
+    assert policy.orphan_older_than == timedelta(hours=2)
+    assert policy.target_file_size_bytes == 134217728
+    assert policy.expire_interval == timedelta(days=1)  # untouched default
+    assert MaintenancePolicy.from_mapping(policy.to_dict()) == policy
+    assert MaintenancePolicy.from_mapping(None) == MaintenancePolicy()
+
+
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        (
+            {"minor_file_count": 12, "small_files": 3},
+            r"unknown maintenance policy keys \['small_files'\]",
+        ),
+        ({"minor_file_count": "many"}, "minor_file_count: expected a number"),
+        ({"minor_file_count": 2.5}, "minor_file_count: expected a whole number"),
+        ({"minor_file_count": 0}, "minor_file_count=0"),
+        ({"major_delete_ratio": True}, "major_delete_ratio: expected a number"),
+        ({"min_target_size_ratio": 1.5}, "min_target_size_ratio=1.5"),
+        ({"expire_interval": "daily"}, "expire_interval: invalid duration 'daily'"),
+        ({"max_snapshot_age": -5}, "max_snapshot_age: duration must not be negative"),
+    ],
+)
+def test_policy_from_mapping_refuses_bad_values(values: dict[str, Any], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        MaintenancePolicy.from_mapping(values)
+
+
+def test_parse_duration() -> None:
+    assert parse_duration("7d") == timedelta(days=7)
+    assert parse_duration("90m") == timedelta(minutes=90)
+    assert parse_duration("1w 2h") == timedelta(days=7, hours=2)
+    assert parse_duration("250ms") == timedelta(milliseconds=250)
+    assert parse_duration(30) == timedelta(seconds=30)
+    with pytest.raises(ValueError, match="invalid duration '7'"):
+        parse_duration("7")

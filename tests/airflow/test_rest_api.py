@@ -1,0 +1,71 @@
+"""A user's click, reproduced: a real api-server, scheduler and dag-processor; a DAG triggered
+through the REST API v2 with a conf runs its Spark job to success, and a conf the DAG's form
+refuses never becomes a run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from pyspark.sql import SparkSession
+
+from icecore.catalog import catalog_from_settings
+from tests.airflow.server import airflow_server
+from tests.airflow.tables import (
+    ingest_cdc,
+    spark_conf_dir,  # noqa: F401 - fixture
+    table_rows,
+)
+
+DAG_ID = "icefloe_convert_equality_deletes"
+TABLE = "db.clicked"
+
+pytestmark = pytest.mark.usefixtures("airflow_db", "spark_conf_dir")
+
+
+def test_trigger_with_conf_runs_to_success_and_bad_conf_is_refused(
+    spark: SparkSession,
+    iceberg_connection: Path,
+) -> None:
+    catalog = catalog_from_settings(warehouse=str(iceberg_connection))
+    ingest_cdc(spark, catalog, TABLE, 2, size=20, seed=21)
+    rows = table_rows(catalog.load_table(TABLE))
+    assert catalog.load_table(TABLE).health().totals.equality_deletes.files >= 1
+    runs = f"/api/v2/dags/{DAG_ID}/dagRuns"
+
+    # The environment (AIRFLOW_HOME, connections, SPARK_CONF_DIR) is this session's.
+    with airflow_server(scheduler=True, dag_processor=True) as server:
+        server.wait_for_dag(DAG_ID)
+        # New DAGs start paused: the user unpauses, then triggers.
+        assert server.patch(f"/api/v2/dags/{DAG_ID}", json={"is_paused": False}).is_success
+        # Earlier dag.test() runs of this session share the metadata database.
+        runs_before = server.get(runs).json()["total_entries"]
+
+        for conf, field in (
+            ({"table": "clicked"}, "table"),  # no namespace
+            ({"table": TABLE, "max_attempts": 0}, "max_attempts"),
+            ({"table": TABLE, "max_attempts": "three"}, "max_attempts"),
+        ):
+            refused = server.post(runs, json={"logical_date": None, "conf": conf})
+            assert refused.status_code == 400, refused.text
+            assert field in refused.text
+        assert server.get(runs).json()["total_entries"] == runs_before  # no run was created
+
+        response = server.post(
+            runs, json={"logical_date": None, "conf": {"table": TABLE, "max_attempts": 2}}
+        )
+        assert response.status_code == 200, response.text
+        run_id = response.json()["dag_run_id"]
+        final = server.wait_for_dag_run(DAG_ID, run_id, timeout=600)
+        assert final["state"] == "success", server.logs()["scheduler"][-5000:]
+        assert final["conf"] == {"table": TABLE, "max_attempts": 2}
+        xcom = server.get(
+            f"{runs}/{run_id}/taskInstances/convert_equality_deletes/xcomEntries/return_value"
+        )
+        assert xcom.status_code == 200, xcom.text
+        result = xcom.json()["value"]
+
+    assert result["status"] == "committed"
+    table = catalog.load_table(TABLE)
+    assert table.health().totals.equality_deletes.files == 0
+    assert table_rows(table) == rows

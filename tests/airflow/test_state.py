@@ -1,0 +1,194 @@
+"""The maintenance store on real SQLite and PostgreSQL catalogs: run history, and table locks
+under contention between threads and between processes, including a holder killed with -9."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from icefloe_airflow.state import LOCKS, RUNS, MaintenanceStore, TableBusyError
+from sqlalchemy import delete
+
+from icecore.catalog import SqlCatalog
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+@pytest.fixture
+def store(catalog: SqlCatalog) -> Iterator[MaintenanceStore]:
+    """A store in the catalog's database, under the test's own catalog name."""
+    yield MaintenanceStore(catalog.engine, catalog.name)
+    with catalog.engine.begin() as conn:  # PostgreSQL outlives the test
+        conn.execute(delete(LOCKS).where(LOCKS.c.catalog_name == catalog.name))
+        conn.execute(delete(RUNS).where(RUNS.c.catalog_name == catalog.name))
+
+
+def test_runs_are_recorded_and_read_back(store: MaintenanceStore) -> None:
+    before = datetime.now(UTC)
+    first = store.start_run(
+        "db.events", "rewrite_data_files", dag_id="d", run_id="r1", task_id="t", try_number=1
+    )
+    store.finish_run(first, state="failed", error="NoSuchTableError: db.events")
+    second = store.start_run(
+        "db.events", "rewrite_data_files", dag_id="d", run_id="r2", task_id="t", try_number=1
+    )
+    store.finish_run(second, state="success", result={"rewritten_data_files": 7, "ok": True})
+    expiry = store.start_run(
+        "db.events", "expire_snapshots", dag_id="d", run_id="r2", task_id="e", try_number=2
+    )
+    store.start_run("db.other", "ingest", dag_id="i", run_id="r", task_id="t", try_number=1)
+
+    last = store.last_runs("db.events")
+    assert set(last) == {"rewrite_data_files", "expire_snapshots"}
+    rewrite = last["rewrite_data_files"]
+    assert (rewrite.run_id, rewrite.state, rewrite.error) == ("r2", "success", None)
+    assert rewrite.result == {"rewritten_data_files": 7, "ok": True}
+    assert rewrite.started_at.tzinfo is UTC and before - timedelta(seconds=1) <= rewrite.started_at
+    assert rewrite.finished_at is not None and rewrite.finished_at >= rewrite.started_at
+    assert last["expire_snapshots"].state == "running"
+    assert last["expire_snapshots"].finished_at is None
+    assert last["expire_snapshots"].try_number == 2
+
+    failed = store.last_runs("db.events", state="failed")
+    assert list(failed) == ["rewrite_data_files"]
+    assert failed["rewrite_data_files"].error == "NoSuchTableError: db.events"
+
+    recent = store.recent_runs("db.events")
+    assert [r.id for r in recent] == [expiry, second, first]
+    assert [r.job for r in store.recent_runs("db.events", limit=1)] == ["expire_snapshots"]
+    assert json.loads(json.dumps(recent[1].to_dict()))["result"]["rewritten_data_files"] == 7
+    assert store.tables() == ["db.events", "db.other"]
+
+
+def test_stores_of_two_catalogs_do_not_see_each_other(
+    store: MaintenanceStore, catalog: SqlCatalog
+) -> None:
+    other = MaintenanceStore(catalog.engine, catalog.name + "_other")
+    try:
+        other.start_run(
+            "db.events", "ingest", dag_id=None, run_id=None, task_id=None, try_number=None
+        )
+        with other.lock("db.events", "other-owner"):
+            assert store.lock_holder("db.events") is None
+            assert store.tables() == []
+    finally:
+        with catalog.engine.begin() as conn:
+            conn.execute(delete(RUNS).where(RUNS.c.catalog_name == other.catalog_name))
+
+
+def test_finish_run_refuses_bad_input(store: MaintenanceStore) -> None:
+    run = store.start_run("db.t", "ingest", dag_id="d", run_id="r", task_id="t", try_number=1)
+    with pytest.raises(ValueError, match="running"):
+        store.finish_run(run, state="running")  # type: ignore[arg-type]
+    with pytest.raises(KeyError, match="no maintenance run with id"):
+        store.finish_run(run + 1000, state="success")
+
+
+def test_lock_excludes_a_second_owner_until_released(store: MaintenanceStore) -> None:
+    with store.lock("db.events", "dag/run/compact#1") as lease:
+        assert lease.owner == "dag/run/compact#1"
+        holder = store.lock_holder("db.events")
+        assert holder is not None and holder[0] == "dag/run/compact#1"
+        started = time.monotonic()
+        with (
+            pytest.raises(TableBusyError, match=r"db\.events is busy.*dag/run/compact#1") as busy,
+            store.lock("db.events", "dag/run/expire#1", wait=timedelta(seconds=0.6), poll=0.1),
+        ):
+            pytest.fail("second owner got the lock")
+        assert time.monotonic() - started >= 0.6
+        assert busy.value.holder == "dag/run/compact#1"
+        with store.lock("db.other", "dag/run/expire#1"):  # other tables are free
+            pass
+    assert store.lock_holder("db.events") is None
+    with store.lock("db.events", "dag/run/expire#1", wait=timedelta(0)):
+        pass
+
+
+def test_threads_never_hold_the_lock_together(store: MaintenanceStore) -> None:
+    inside = 0
+    overlaps = 0
+    entered = 0
+    guard = threading.Lock()
+
+    def worker(n: int) -> None:
+        nonlocal inside, overlaps, entered
+        with store.lock("db.events", f"worker-{n}", wait=timedelta(seconds=60), poll=0.05):
+            with guard:
+                inside += 1
+                entered += 1
+                overlaps += inside > 1
+            time.sleep(0.1)
+            with guard:
+                inside -= 1
+
+    threads = [threading.Thread(target=worker, args=(n,)) for n in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert (entered, overlaps) == (4, 0)
+
+
+def test_lease_is_renewed_while_held(store: MaintenanceStore) -> None:
+    ttl = timedelta(seconds=0.6)
+    with store.lock("db.events", "long-job", ttl=ttl) as lease:
+        time.sleep(1.5)  # more than two lease lifetimes
+        with (
+            pytest.raises(TableBusyError, match="long-job"),
+            store.lock("db.events", "newcomer", wait=timedelta(0)),
+        ):
+            pass
+        assert not lease.lost
+
+
+HOLDER = """
+import sys, time
+from datetime import timedelta
+from sqlalchemy import create_engine
+from icefloe_airflow.state import MaintenanceStore
+store = MaintenanceStore(create_engine(sys.argv[1]), sys.argv[2])
+with store.lock("db.events", "doomed-worker", ttl=timedelta(seconds=1.5)):
+    print("held", flush=True)
+    time.sleep(600)
+"""
+
+
+def test_killed_holder_frees_the_table_after_its_lease(
+    store: MaintenanceStore, catalog: SqlCatalog
+) -> None:
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, catalog.uri, catalog.name],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join([ROOT, os.path.join(ROOT, "plugins")])},
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        with (
+            pytest.raises(TableBusyError, match="doomed-worker"),
+            store.lock("db.events", "survivor", wait=timedelta(seconds=2), poll=0.2),
+        ):
+            pass  # the holder renews its 1.5 s lease: still busy after 2 s
+        holder.send_signal(signal.SIGKILL)
+        holder.wait(timeout=30)
+        started = time.monotonic()
+        with store.lock("db.events", "survivor", wait=timedelta(seconds=30), poll=0.1):
+            waited = time.monotonic() - started
+            holder_now = store.lock_holder("db.events")
+            assert holder_now is not None and holder_now[0] == "survivor"
+        assert waited < 5  # freed by expiry (<= 1.5 s after the last renewal), not by luck
+    finally:
+        if holder.poll() is None:
+            holder.kill()
+            holder.wait(timeout=30)
+        if holder.stdout is not None:
+            holder.stdout.close()
