@@ -7,6 +7,7 @@ import the same icecore and spark_jobs (installed in the virtualenv).
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 from collections.abc import Iterator
@@ -32,6 +33,9 @@ def spark() -> Iterator[SparkSession]:
         .getOrCreate()
     )
     session.sparkContext.setLogLevel("ERROR")
+    # py4j logs at INFO from __del__ at interpreter exit, after pytest has closed the stream
+    # Airflow's logging config handed the root logger: a "Logging error" traceback, not a bug.
+    logging.getLogger("py4j").setLevel(logging.WARNING)
     configure(session)
     yield session
     session.stop()
