@@ -4,7 +4,7 @@ Iceberg's `uuid` is FIXED_LEN_BYTE_ARRAY(16) with the UUID logical type, `fixed[
 FIXED_LEN_BYTE_ARRAY(L), `time` is INT64 TIME(MICROS), and every field of a list or map
 (element, key, value) carries a field id. Spark's writer produces none of these, so for file
 sets with such columns each Spark task converts its Arrow batches to the Iceberg physical
-types (`arrow_schema`: a plain Arrow cast does it, from the Spark forms in
+types (`icecore.arrow_schema`: a plain Arrow cast does it, from the Spark forms in
 `spark_jobs.schema`) and writes them with pyarrow.
 
 Everything around the writer stays what Spark's writer does, so the rest of the pipeline
@@ -36,33 +36,12 @@ from pyspark import TaskContext
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from icecore.arrow_schema import arrow_schema
 from icecore.io import FileIO
 from icecore.schema import Schema
-from icecore.types import (
-    BinaryType,
-    BooleanType,
-    DateType,
-    DecimalType,
-    DoubleType,
-    FixedType,
-    FloatType,
-    IcebergType,
-    IntegerType,
-    ListType,
-    LongType,
-    MapType,
-    NestedField,
-    StringType,
-    StructType,
-    TimestampType,
-    TimestamptzType,
-    TimeType,
-    UUIDType,
-)
 from spark_jobs.common.errors import JobError
 from spark_jobs.schema import quote_name
 
-ARROW_FIELD_ID = b"PARQUET:field_id"
 DEFAULT_PARTITION = "__HIVE_DEFAULT_PARTITION__"
 _MAX_OPEN = 16
 # Characters Spark escapes in partition directory names (ExternalCatalogUtils.escapePathName).
@@ -77,51 +56,6 @@ _CODECS = {
     "uncompressed": "none",
     "none": "none",
 }
-_PRIMITIVES: dict[type[IcebergType], pa.DataType] = {
-    BooleanType: pa.bool_(),
-    IntegerType: pa.int32(),
-    LongType: pa.int64(),
-    FloatType: pa.float32(),
-    DoubleType: pa.float64(),
-    DateType: pa.date32(),
-    TimeType: pa.time64("us"),
-    TimestampType: pa.timestamp("us"),
-    TimestamptzType: pa.timestamp("us", tz="UTC"),
-    StringType: pa.string(),
-    BinaryType: pa.binary(),
-    UUIDType: pa.uuid(),
-}
-
-
-def arrow_type(t: IcebergType) -> pa.DataType:
-    """The Arrow type pyarrow writes as the Iceberg type's Parquet form, with field ids on
-    nested fields (struct fields, list elements, map keys and values)."""
-    if isinstance(t, DecimalType):
-        return pa.decimal128(t.precision, t.scale)
-    if isinstance(t, FixedType):
-        return pa.binary(t.length)
-    if isinstance(t, StructType):
-        return pa.struct([arrow_field(f) for f in t.fields])
-    if isinstance(t, ListType):
-        return pa.list_(arrow_field(t.element_field))
-    if isinstance(t, MapType):
-        key = arrow_field(t.key_field, nullable=False)  # Parquet map keys are required
-        return pa.map_(key, arrow_field(t.value_field))
-    found = _PRIMITIVES.get(type(t))
-    if found is None:
-        raise JobError(f"type {t} cannot be written to Parquet by the Spark jobs")
-    return found
-
-
-def arrow_field(f: NestedField, nullable: bool = True) -> pa.Field:
-    """Optional in the file whatever the table says, as Spark's writer makes every column:
-    readers accept an optional column for a required field; map keys are the exception."""
-    metadata = {ARROW_FIELD_ID: str(f.field_id).encode()}
-    return pa.field(f.name, arrow_type(f.field_type), nullable=nullable, metadata=metadata)
-
-
-def arrow_schema(fields: Sequence[NestedField]) -> pa.Schema:
-    return pa.schema([arrow_field(f) for f in fields])
 
 
 def escape_path_name(text: str) -> str:
@@ -199,7 +133,8 @@ class _TaskWriter:
     def __init__(self, plan: _Plan) -> None:
         self.plan = plan
         self.io = FileIO(plan.io)
-        self.schema = arrow_schema(Schema.from_json(plan.schema).fields)
+        # Optional in the file whatever the table says, as Spark's writer makes every column.
+        self.schema = arrow_schema(Schema.from_json(plan.schema).fields, all_optional=True)
         context = TaskContext.get()
         partition = context.partitionId() if context is not None else 0
         self.prefix = f"part-{partition:05d}-{uuid.uuid4()}"

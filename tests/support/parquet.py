@@ -16,69 +16,22 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from icecore.arrow_schema import arrow_schema, arrow_type
 from icecore.conversions import to_bytes, unscaled_to_decimal
 from icecore.types import (
     BinaryType,
-    BooleanType,
-    DateType,
     DecimalType,
     DoubleType,
     FixedType,
     FloatType,
     IcebergType,
-    IntegerType,
     ListType,
-    LongType,
     MapType,
     NestedField,
     StringType,
     StructType,
-    TimestampType,
-    TimestamptzType,
-    TimeType,
     UUIDType,
 )
-
-FIELD_ID_KEY = b"PARQUET:field_id"
-
-_PRIMITIVE_ARROW: dict[type[IcebergType], pa.DataType] = {
-    BooleanType: pa.bool_(),
-    IntegerType: pa.int32(),
-    LongType: pa.int64(),
-    FloatType: pa.float32(),
-    DoubleType: pa.float64(),
-    DateType: pa.date32(),
-    TimeType: pa.time64("us"),
-    TimestampType: pa.timestamp("us"),
-    TimestamptzType: pa.timestamp("us", tz="UTC"),
-    StringType: pa.string(),
-    UUIDType: pa.uuid(),
-    BinaryType: pa.binary(),
-}
-
-
-def arrow_type(t: IcebergType) -> pa.DataType:
-    if isinstance(t, DecimalType):
-        return pa.decimal128(t.precision, t.scale)
-    if isinstance(t, FixedType):
-        return pa.binary(t.length)
-    if isinstance(t, StructType):
-        return pa.struct([arrow_field(f) for f in t.fields])
-    if isinstance(t, ListType):
-        return pa.list_(arrow_field(t.element_field))
-    if isinstance(t, MapType):
-        return pa.map_(arrow_field(t.key_field), arrow_field(t.value_field))
-    return _PRIMITIVE_ARROW[type(t)]
-
-
-def arrow_field(f: NestedField) -> pa.Field:
-    return pa.field(
-        f.name, arrow_type(f.field_type), not f.required, {FIELD_ID_KEY: str(f.field_id)}
-    )
-
-
-def arrow_schema(fields: Iterable[NestedField]) -> pa.Schema:
-    return pa.schema([arrow_field(f) for f in fields])
 
 
 def _arrow_value(t: IcebergType, value: Any) -> Any:

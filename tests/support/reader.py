@@ -16,6 +16,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from icecore.arrow_schema import FIELD_ID_KEY
 from icecore.io import FileIO
 from icecore.manifest import DataFile
 from icecore.metadata import TableMetadata
@@ -23,7 +24,6 @@ from icecore.scan import FileScanTask, TableScan
 from icecore.schema import Schema
 from icecore.types import IcebergType, NestedField, StructType, UUIDType
 
-from .parquet import FIELD_ID_KEY
 from .tables import DELETE_FILE_PATH, DELETE_POS
 
 Row = dict[str, Any]
