@@ -1,0 +1,84 @@
+"""A maintenance job killed mid-write leaves the table exactly as it was.
+
+Each job writes its new files first and commits last (one metadata pointer swap), so a
+spark-submit killed with SIGKILL while its executors are writing must leave the same metadata
+and the same rows behind; only unreferenced files may remain, and the next run succeeds.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import duckdb
+import pytest
+from pyspark.sql import SparkSession
+
+from icecore.catalog import SqlCatalog
+from tests.spark.delete_tables import TABLE, build, rows
+from tests.spark.submit import run_job, submit_command
+from tests.support.duckdb import duck_connection  # noqa: F401 - provides the `duck` fixture
+
+JOBS = {
+    # job -> options that make it rewrite every file of the small test table
+    "rewrite_data_files": ["--rewrite-all"],
+    "convert_equality_deletes": [],
+    "rewrite_position_deletes": ["--rewrite-all"],
+}
+
+
+def _files(root: Path) -> set[Path]:
+    return {p for p in root.rglob("*") if p.is_file() and p.suffix in {".parquet", ".avro"}}
+
+
+@pytest.mark.parametrize("job", sorted(JOBS))
+def test_a_job_killed_while_writing_leaves_the_table_as_it_was(
+    spark: SparkSession,
+    catalog: SqlCatalog,
+    warehouse: Path,
+    duck: duckdb.DuckDBPyConnection,
+    job: str,
+) -> None:
+    workdir = warehouse.parent
+    build(spark, catalog, 4, "bucket(2, id)", seed=31)
+    before = catalog.load_table(TABLE)
+    expected = rows(before, duck)
+    location = Path(before.metadata.location)
+    existing = _files(location)
+
+    args = ["--warehouse", str(warehouse), "--table", TABLE, *JOBS[job]]
+    command, env = submit_command(job, workdir, args)
+    process = subprocess.Popen(
+        command,
+        cwd=workdir,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
+    deadline = time.monotonic() + 240
+    while not _files(location) - existing:  # the job's executors have started writing
+        if process.poll() is not None:
+            _, err = process.communicate()
+            pytest.fail(f"{job} ended before it wrote a file: {err.decode()[-3000:]}")
+        assert time.monotonic() < deadline, f"{job} wrote nothing in 240 s"
+        time.sleep(0.02)
+    os.killpg(process.pid, signal.SIGKILL)
+    process.communicate(timeout=60)
+    assert process.returncode == -signal.SIGKILL
+
+    after = catalog.load_table(TABLE)
+    assert after.metadata_location == before.metadata_location
+    assert after.metadata.snapshots == before.metadata.snapshots
+    assert rows(after, duck) == expected
+    assert _files(location) > existing  # its files stay behind, unreferenced (orphans)
+
+    # The next run does the work, and the rows are still the same.
+    done = run_job(job, workdir, args)
+    assert done.returncode == 0, done.stderr[-3000:]
+    finished = catalog.load_table(TABLE)
+    assert finished.metadata.current_snapshot_id != before.metadata.current_snapshot_id
+    assert rows(finished, duck) == expected
