@@ -21,20 +21,11 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from spark_jobs.common.cli import job_parser, open_catalog, run
+from spark_jobs.common.cli import boolean_flag, job_parser, open_catalog, run
 from spark_jobs.common.session import get_session
 from spark_jobs.maintenance.compaction import RewriteDataFilesOptions, compact
 
 __all__ = ["RewriteDataFilesOptions", "build_parser", "compact", "main"]
-
-
-def _flag(text: str) -> bool:
-    value = text.strip().lower()
-    if value in ("true", "1", "yes", "on"):
-        return True
-    if value in ("false", "0", "no", "off"):
-        return False
-    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -73,7 +64,7 @@ def build_parser() -> argparse.ArgumentParser:
         nargs="?",
         const=True,
         default=False,
-        type=_flag,
+        type=boolean_flag,
     )
     g.add_argument(
         "--partial-progress-max-commits",
@@ -88,7 +79,7 @@ def build_parser() -> argparse.ArgumentParser:
         nargs="?",
         const=True,
         default=True,
-        type=_flag,
+        type=boolean_flag,
     )
     g.add_argument(
         "--max-retries",

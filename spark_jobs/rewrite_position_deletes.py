@@ -26,13 +26,12 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from spark_jobs.common.cli import job_parser, open_catalog, run
+from spark_jobs.common.cli import boolean_flag, job_parser, open_catalog, run
 from spark_jobs.common.session import get_session
 from spark_jobs.maintenance.delete_compaction import (
     RewriteDeletesOptions,
     rewrite_position_deletes,
 )
-from spark_jobs.rewrite_data_files import _flag as boolean_flag  # one spelling of booleans
 
 __all__ = ["RewriteDeletesOptions", "main", "rewrite_position_deletes"]
 

@@ -70,6 +70,17 @@ def job_parser(prog: str, description: str) -> argparse.ArgumentParser:
     return parser
 
 
+def boolean_flag(text: str) -> bool:
+    """A boolean option's value (`--partial-progress.enabled true`), spelled one way by
+    every job."""
+    value = text.strip().lower()
+    if value in ("true", "1", "yes", "on"):
+        return True
+    if value in ("false", "0", "no", "off"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
+
+
 def _property(text: str) -> tuple[str, str]:
     key, sep, value = text.partition("=")
     if not sep or not key.strip():

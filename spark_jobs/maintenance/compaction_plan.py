@@ -39,19 +39,13 @@ DEFAULT_MAX_GROUP_SIZE = 100 * 1024 * 1024 * 1024
 NO_DELETE_FILE_THRESHOLD = 2**31 - 1
 
 
-@dataclass(frozen=True)
-class CompactionOptions:
-    """The planning options; sizes default from the target as in Iceberg."""
+class FileSizeBounds:
+    """Files below `min_size` or above `max_size` are worth rewriting. Iceberg's defaults:
+    75% and 180% of the target, unless given (both compactions share them)."""
 
     target_file_size_bytes: int
-    min_file_size_bytes: int | None = None
-    max_file_size_bytes: int | None = None
-    min_input_files: int = DEFAULT_MIN_INPUT_FILES
-    rewrite_all: bool = False
-    delete_file_threshold: int = NO_DELETE_FILE_THRESHOLD
-    delete_ratio_threshold: float = DEFAULT_DELETE_RATIO
-    max_file_group_size_bytes: int = DEFAULT_MAX_GROUP_SIZE
-    output_spec_id: int | None = None
+    min_file_size_bytes: int | None
+    max_file_size_bytes: int | None
 
     @property
     def min_size(self) -> int:
@@ -64,6 +58,21 @@ class CompactionOptions:
         if self.max_file_size_bytes is not None:
             return self.max_file_size_bytes
         return int(self.target_file_size_bytes * 1.8)
+
+
+@dataclass(frozen=True)
+class CompactionOptions(FileSizeBounds):
+    """The planning options; sizes default from the target as in Iceberg."""
+
+    target_file_size_bytes: int
+    min_file_size_bytes: int | None = None
+    max_file_size_bytes: int | None = None
+    min_input_files: int = DEFAULT_MIN_INPUT_FILES
+    rewrite_all: bool = False
+    delete_file_threshold: int = NO_DELETE_FILE_THRESHOLD
+    delete_ratio_threshold: float = DEFAULT_DELETE_RATIO
+    max_file_group_size_bytes: int = DEFAULT_MAX_GROUP_SIZE
+    output_spec_id: int | None = None
 
     def check(self) -> list[str]:
         problems = []

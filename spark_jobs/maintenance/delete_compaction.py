@@ -58,6 +58,7 @@ from icecore.table import Table
 from icecore.types import LongType, NestedField, StringType
 from spark_jobs.common.errors import JobError
 from spark_jobs.common.session import configure
+from spark_jobs.maintenance.compaction_plan import FileSizeBounds
 from spark_jobs.maintenance.delete_rewrite import DeleteRewrite, commit_batches, delete_quietly
 from spark_jobs.maintenance.file_ids import read_with_file_id
 from spark_jobs.maintenance.grouped_deletes import (
@@ -88,7 +89,7 @@ _POS = NestedField(DELETE_POS.field_id, "pos", LongType())
 
 
 @dataclass(frozen=True)
-class RewriteDeletesOptions:
+class RewriteDeletesOptions(FileSizeBounds):
     table: str
     target_file_size_bytes: int = 64 * MB
     min_file_size_bytes: int | None = None  # default 75% of the target, as Iceberg
@@ -112,18 +113,6 @@ class RewriteDeletesOptions:
             raise JobError("--partial-progress-max-commits must be at least 1")
         if self.max_attempts < 1:
             raise JobError("--max-attempts must be at least 1")
-
-    @property
-    def min_size(self) -> int:
-        if self.min_file_size_bytes is not None:
-            return self.min_file_size_bytes
-        return int(self.target_file_size_bytes * 0.75)
-
-    @property
-    def max_size(self) -> int:
-        if self.max_file_size_bytes is not None:
-            return self.max_file_size_bytes
-        return int(self.target_file_size_bytes * 1.8)
 
 
 @dataclass
