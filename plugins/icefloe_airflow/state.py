@@ -12,6 +12,8 @@ next to Iceberg's `iceberg_tables`:
   whose lease was taken over can neither renew nor release the new holder's lock.
 - `icefloe_maintenance_runs`: one row per job run (state running/success/failed, the job's JSON
   result or its one-line cause), read by the policy (when did expiry last succeed?) and the UI.
+  A run whose worker died cannot finish its own row; it is marked failed ("abandoned") when
+  its lease is taken over, or when Airflow starts the next try of the same task.
 
 Only portable SQL is used (INSERT, conditional UPDATE, DELETE), so SQLite and PostgreSQL behave
 the same; times are stored as epoch milliseconds and returned as aware UTC datetimes.
@@ -53,6 +55,7 @@ log = logging.getLogger(__name__)
 
 RunState = Literal["running", "success", "failed"]
 _FINAL_STATES = ("success", "failed")
+ABANDONED = "abandoned"  # how the error of a run whose worker died without finishing begins
 
 _METADATA = MetaData()
 LOCKS = Table(
@@ -127,6 +130,11 @@ class MaintenanceRun:
             "result": self.result,
             "error": self.error,
         }
+
+
+def run_owner(dag_id: str, run_id: str, task_id: str, try_number: int) -> str:
+    """The lock owner name of one task try; the runs it recorded are found by it again."""
+    return f"{dag_id}/{run_id}/{task_id}#{try_number}"
 
 
 @dataclass
@@ -253,14 +261,25 @@ class MaintenanceStore:
             return True
         except IntegrityError:
             pass  # a row exists: take it over only if its lease has run out
+        expired = and_(self._lock_key(table), LOCKS.c.expires_at_ms <= now)
         with self.engine.begin() as conn:
-            taken = conn.execute(
-                update(LOCKS)
-                .where(self._lock_key(table), LOCKS.c.expires_at_ms <= now)
-                .values(**values)
-            )
+            previous = conn.execute(select(LOCKS.c.owner).where(expired)).scalar()
+            taken = conn.execute(update(LOCKS).where(expired).values(**values))
+            if taken.rowcount == 1 and previous is not None:
+                self._abandon(
+                    conn,
+                    and_(RUNS.c.table_name == table, RUNS.c.state == "running"),
+                    f"{ABANDONED}: its lease on the table lock expired without being released "
+                    f"(worker killed or lost); taken over by {owner}",
+                    owner=previous,
+                )
         if taken.rowcount == 1:
-            log.warning("maintenance lock on %s had expired; taken over by %s", table, owner)
+            log.warning(
+                "maintenance lock on %s held by %s had expired; taken over by %s",
+                table,
+                previous,
+                owner,
+            )
             return True
         return False
 
@@ -320,6 +339,52 @@ class MaintenanceStore:
         key = result.inserted_primary_key
         assert key is not None
         return int(key[0])
+
+    def abandon_earlier_tries(
+        self, table: str, *, dag_id: str, run_id: str, task_id: str, try_number: int
+    ) -> int:
+        """Mark the still-running runs of earlier tries of this task instance failed: Airflow
+        starts a new try only once the last one is over, so theirs died unrecorded. Returns
+        how many were marked."""
+        with self.engine.begin() as conn:
+            return self._abandon(
+                conn,
+                and_(
+                    RUNS.c.table_name == table,
+                    RUNS.c.state == "running",
+                    RUNS.c.dag_id == dag_id,
+                    RUNS.c.run_id == run_id,
+                    RUNS.c.task_id == task_id,
+                    RUNS.c.try_number < try_number,
+                ),
+                f"{ABANDONED}: try ended without recording an outcome (worker killed or lost); "
+                f"try {try_number} started",
+            )
+
+    def _abandon(self, conn: Any, condition: Any, error: str, owner: str | None = None) -> int:
+        """Fail the running runs matching `condition` (and recorded by `owner`, if given)."""
+        rows = conn.execute(
+            select(
+                RUNS.c.id, RUNS.c.dag_id, RUNS.c.run_id, RUNS.c.task_id, RUNS.c.try_number
+            ).where(RUNS.c.catalog_name == self.catalog_name, condition)
+        ).all()
+        ids = [
+            row.id
+            for row in rows
+            if owner is None
+            or (
+                None not in (row.dag_id, row.run_id, row.task_id, row.try_number)
+                and run_owner(row.dag_id, row.run_id, row.task_id, row.try_number) == owner
+            )
+        ]
+        if ids:
+            conn.execute(
+                update(RUNS)
+                .where(RUNS.c.id.in_(ids), RUNS.c.state == "running")
+                .values(state="failed", finished_at_ms=_now_ms(), error=error)
+            )
+            log.warning("maintenance runs %s marked failed: %s", ids, error)
+        return len(ids)
 
     def finish_run(
         self,

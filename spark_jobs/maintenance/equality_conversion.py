@@ -6,10 +6,11 @@ same partition, or any partition for a delete of an unpartitioned spec).
 
 Spark: per set of equality field ids, read only the key columns of the delete files and of
 the data files they apply to (by field id; the data rows with `_metadata.row_index`), and
-semi-join them on the keys null-safely (an equality delete matches null to null), where the
+join them on the keys (null matches null in an equality delete), keeping the rows where the
 delete's sequence number is higher and it applies to the data file's partition (see
 `_matches`). The (file, position) pairs are written as position delete files, sorted by
-(`file_path`, `pos`), one per data file partition and task.
+(`file_path`, `pos`), one per data file partition and task, by pyarrow in the writing tasks,
+which also describe them: the job's only Spark work is that one read, join and write.
 
 Sequence numbers: a position delete applies to the data files named in it whose data
 sequence number is at most its own. Each new file takes the largest data sequence number of
@@ -61,7 +62,7 @@ from spark_jobs.writing.files import RunFiles
 
 JOB = "convert_equality_deletes"
 JOB_PROPERTY = "icefloe.job"
-_ID, _POS, _SEQ, _DEL_SEQ, _SCOPE = "_id", "_pos", "_seq", "_del_seq", "_groups"
+_PATH, _POS, _SEQ, _DEL_SEQ, _SCOPE, _BY = "_path", "_pos", "_seq", "_del_seq", "_groups", "_by"
 
 
 @dataclass(frozen=True)
@@ -181,8 +182,14 @@ def _matches(
     A delete row deletes a data row when the keys are equal (null-safe), the delete's data
     sequence number is higher, and the delete applies to the data file's group -- its
     (spec, partition): the planner paired the delete with a file of that group, and within
-    one partition pairing depends on the sequence numbers only. A left semi join keeps each
-    data row once however many delete rows match it, so no `distinct` is needed."""
+    one partition pairing depends on the sequence numbers only.
+
+    Most data rows match no key, so the per-row work is kept to the key probe: the delete
+    keys are made unique first (each with the list of (sequence number, groups) of the
+    deletes holding it), so every data row matches at most once and needs no `distinct`;
+    only the matched rows are looked up by file and checked against that list. Required
+    key columns join on plain equality, which Spark hashes directly; optional ones
+    null-safely, which costs an extra null flag per key."""
     schema = table.metadata.schema()
     by_ids: dict[tuple[int, ...], list[LiveDelete]] = defaultdict(list)
     for d in used:
@@ -192,13 +199,13 @@ def _matches(
         scope[d.file.file_path].update(
             group_of_data[t.file.file_path] for t in state.applies[d.file.file_path]
         )
-    # Per file: id, data sequence number, group (data files) or groups (deletes).
+    # Per file: the manifest's path (data files), data sequence number, group (data files)
+    # or groups (deletes).
     values: dict[str, tuple[Any, ...]] = {}
     for d in used:
         values[d.file.file_path] = (None, d.sequence_number, None, sorted(scope[d.file.file_path]))
-    data_ids = {path: i for i, path in enumerate(group_of_data)}
     for path, group in group_of_data.items():
-        values[path] = (data_ids[path], state.data_by_path[path].data_sequence_number, group, None)
+        values[path] = (path, state.data_by_path[path].data_sequence_number, group, None)
     scans = []
     spelled: dict[str, tuple[Any, ...]] = {}  # Spark's spellings of every file read
     for eq_ids, deletes in sorted(by_ids.items()):
@@ -223,7 +230,7 @@ def _matches(
             [(uri, *v) for uri, v in spelled.items()],
             [
                 (URI, "string"),
-                (_ID, "int"),
+                (_PATH, "string"),
                 (_SEQ, "long"),
                 (GROUP, "int"),
                 (_SCOPE, "array<int>"),
@@ -237,31 +244,39 @@ def _matches(
         keys = (
             _keys(delete_raw, fields, dk)
             .join(lookup, URI, "left")
-            .select(*dk, checked(_SEQ).alias(_DEL_SEQ), _SCOPE)
+            .select(*dk, F.struct(checked(_SEQ).alias(_DEL_SEQ), _SCOPE).alias(_BY))
+            .groupBy(*dk)
+            .agg(F.collect_list(_BY).alias(_BY))
         )
         if delete_rows <= BROADCAST_DELETE_ROWS:
             keys = F.broadcast(keys)  # the data rows are then never shuffled
-        rows = (
-            _keys(data_raw, fields, rk)
-            .withColumn(_POS, F.col("_metadata.row_index"))
-            .join(lookup, URI, "left")
-            .select(*rk, _POS, checked(_ID).alias(_ID), _SEQ, GROUP)
-        )
         same = reduce(
             lambda a, b: a & b,
-            [F.col(r).eqNullSafe(F.col(d)) for r, d in zip(rk, dk, strict=True)],
+            [
+                F.col(r) == F.col(d) if f.required else F.col(r).eqNullSafe(F.col(d))
+                for f, r, d in zip(fields, rk, dk, strict=True)
+            ],
         )
-        applies = (F.col(_DEL_SEQ) > F.col(_SEQ)) & F.array_contains(F.col(_SCOPE), F.col(GROUP))
-        frames.append(rows.join(keys, same & applies, "left_semi").select(_ID, _POS, GROUP))
-    # Paths only for the deleted rows: carrying a path string through every data row's
-    # join costs more than this small join.
-    paths = F.broadcast(
-        local_frame(
-            spark, [(i, p) for p, i in data_ids.items()], [(_ID, "int"), ("file_path", "string")]
+        matched = (
+            _keys(data_raw, fields, rk)
+            .withColumn(_POS, F.col("_metadata.row_index"))
+            .join(keys, same, "inner")
+            .select(URI, _POS, _BY)
+            .join(lookup, URI, "left")
         )
-    )
-    deleted = reduce(DataFrame.unionByName, frames).join(paths, _ID)
-    return deleted.select("file_path", F.col(_POS).alias("pos"), GROUP)
+        applies = F.exists(
+            _BY,
+            lambda d: (d[_DEL_SEQ] > F.col(_SEQ)) & F.array_contains(d[_SCOPE], F.col(GROUP)),
+        )
+        # Checked before filtering: a row of a file the lookup lacks must fail, not vanish.
+        frames.append(
+            matched.select(
+                checked(_PATH).alias("file_path"), F.col(_POS).alias("pos"), GROUP, _SEQ, _BY
+            )
+            .where(applies)
+            .select("file_path", "pos", GROUP)
+        )
+    return reduce(DataFrame.unionByName, frames)
 
 
 def _keys(raw: DataFrame, fields: list[Any], aliases: list[str]) -> DataFrame:

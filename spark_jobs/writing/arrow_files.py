@@ -13,8 +13,12 @@ cannot tell the difference: the partition values are the same Spark columns
 and path escaping, so `PartitionLayout.partition_of` and Spark's partition discovery read them
 back), files are rolled at the row limit and at `write.target-file-size-bytes`, named so that
 a task's files sort in the order it wrote them (`superseded_positions` relies on that), and
-described from their footers like any other file. The table's Parquet properties (codec and
-level, row group, page and dictionary sizes) are applied.
+described from their footers like any other file -- by the task that wrote them, from the
+footer it still holds, so no Spark job reads them back. The table's Parquet properties (codec
+and level, row group, page and dictionary sizes) are applied.
+
+Position delete files always take this path: their `file_path` and `pos` are required, as
+the spec says, and a job whose only output is delete files then runs no footer job at all.
 
 A retried task writes new files under new names; only the files the successful attempts
 report are kept, the others are deleted once the write is done.
@@ -41,6 +45,7 @@ from icecore.io import FileIO
 from icecore.schema import Schema
 from spark_jobs.common.errors import JobError
 from spark_jobs.schema import quote_name
+from spark_jobs.writing.metrics import MetricsConfig, decode, metrics_of
 
 DEFAULT_PARTITION = "__HIVE_DEFAULT_PARTITION__"
 _MAX_OPEN = 16
@@ -88,6 +93,8 @@ class _Plan:
 
     location: str
     schema: dict[str, Any]
+    all_optional: bool
+    metrics: dict[str, Any]
     data_columns: list[str]
     partition_names: list[str]
     io: dict[str, str]
@@ -104,6 +111,7 @@ class _OpenFile:
     location: str
     sink: Any
     writer: pq.ParquetWriter
+    footers: list[pq.FileMetaData]
     records: int = 0
     buffered: list[pa.Table] = field(default_factory=list)
     buffered_bytes: int = 0
@@ -114,10 +122,13 @@ class _OpenFile:
             self.writer.write_table(table, row_group_size=max(1, table.num_rows))
             self.buffered, self.buffered_bytes = [], 0
 
-    def close(self) -> None:
+    def close(self) -> int:
+        """Close the file; its size."""
         self.flush()
         self.writer.close()
+        size = self.sink.tell()
         self.sink.close()
+        return size
 
 
 class _TaskWriter:
@@ -133,14 +144,15 @@ class _TaskWriter:
     def __init__(self, plan: _Plan) -> None:
         self.plan = plan
         self.io = FileIO(plan.io)
-        # Optional in the file whatever the table says, as Spark's writer makes every column.
-        self.schema = arrow_schema(Schema.from_json(plan.schema).fields, all_optional=True)
+        self.iceberg_schema = Schema.from_json(plan.schema)
+        self.metrics = MetricsConfig.from_json(plan.metrics)
+        self.schema = arrow_schema(self.iceberg_schema.fields, all_optional=plan.all_optional)
         context = TaskContext.get()
         partition = context.partitionId() if context is not None else 0
         self.prefix = f"part-{partition:05d}-{uuid.uuid4()}"
         self.sequence = 0
         self.open: dict[str, _OpenFile] = {}
-        self.done: list[tuple[str, int]] = []
+        self.done: list[tuple[str, str]] = []  # (location, its metrics as JSON)
 
     def add(self, directory: str, rows: pa.Table) -> None:
         start = 0
@@ -174,15 +186,19 @@ class _TaskWriter:
         relative = f"{directory}/{name}" if directory else name
         location = f"{self.plan.location}/{relative}"
         sink = self.io.open_output(location, overwrite=True)
-        writer = pq.ParquetWriter(sink, self.schema, **self.plan.options)
-        return _OpenFile(location, sink, writer)
+        footers: list[pq.FileMetaData] = []
+        writer = pq.ParquetWriter(
+            sink, self.schema, metadata_collector=footers, **self.plan.options
+        )
+        return _OpenFile(location, sink, writer, footers)
 
     def _finish(self, directory: str) -> None:
         opened = self.open.pop(directory)
-        opened.close()
-        self.done.append((opened.location, opened.records))
+        size = opened.close()
+        metrics = metrics_of(opened.footers[0], size, self.iceberg_schema, self.metrics)
+        self.done.append((opened.location, json.dumps(metrics)))
 
-    def close(self) -> list[tuple[str, int]]:
+    def close(self) -> list[tuple[str, str]]:
         for directory in list(self.open):
             self._finish(directory)
         return self.done
@@ -239,9 +255,9 @@ def _write_batches(batches: Iterator[pa.RecordBatch], payload: str) -> Iterator[
     yield pa.RecordBatch.from_arrays(
         [
             pa.array([location for location, _ in written], pa.string()),
-            pa.array([records for _, records in written], pa.int64()),
+            pa.array([metrics for _, metrics in written], pa.string()),
         ],
-        names=["location", "records"],
+        names=["location", "metrics"],
     )
 
 
@@ -250,15 +266,20 @@ def write_with_arrow(
     *,
     location: str,
     schema: Schema,
+    all_optional: bool,
+    metrics: MetricsConfig,
     partition_names: Sequence[str],
     io: FileIO,
     io_properties: Mapping[str, str],
     table_properties: Mapping[str, str],
     max_records: int | None,
     target_bytes: int | None,
-) -> list[str]:
+) -> dict[str, dict[str, Any]]:
     """Write `frame` (the schema's columns, then the partition columns) below `location`;
-    the locations of the files written, sorted."""
+    the files written (sorted by location) with their metrics as `DataFile` keyword values.
+
+    `all_optional` writes every column optional whatever the schema says, as Spark's writer
+    does with data files."""
     data_columns = [c for c in frame.columns if c not in set(partition_names)]
     if len(data_columns) != len(schema.fields):
         raise JobError(
@@ -271,6 +292,8 @@ def write_with_arrow(
     plan = _Plan(
         location=location,
         schema=schema.to_json(),
+        all_optional=all_optional,
+        metrics=metrics.to_json(),
         data_columns=data_columns,
         partition_names=list(partition_names),
         io=dict(io_properties),
@@ -283,10 +306,10 @@ def write_with_arrow(
     )
     payload = json.dumps(plan.__dict__)
     reported = prepared.mapInArrow(
-        partial(_write_batches, payload=payload), "location string, records long"
+        partial(_write_batches, payload=payload), "location string, metrics string"
     ).collect()
-    kept = sorted(row["location"] for row in reported)
-    _delete_strays(io, location, kept)
+    kept = {row["location"]: decode(json.loads(row["metrics"])) for row in sorted(reported)}
+    _delete_strays(io, location, list(kept))
     return kept
 
 

@@ -6,8 +6,10 @@ run (a table's data directory may hold millions of others), and a failed or aban
 removed by deleting it. Nothing in the table references these files until the commit, so a
 job killed at any point before it leaves the table as it was.
 
-Files with uuid, fixed, time, list or map columns, which Spark's writer cannot produce, are
-written with pyarrow on the executors instead (`arrow_files`), below the same directories.
+Files with uuid, fixed, time, list or map columns, which Spark's writer cannot produce, and
+position delete files are written with pyarrow on the executors instead (`arrow_files`),
+below the same directories; those tasks describe their files as they close them, the others
+are described by one footer-metrics job when the run asks for its files.
 Spark's writer is told what Iceberg's would do from the table properties: compression
 (`write.parquet.compression-codec`, zstd by default as in Iceberg), row group, page and
 dictionary sizes, and a row limit per file derived from `write.target-file-size-bytes` and
@@ -128,6 +130,7 @@ class RunFiles:
         self.io_properties = dict(io_properties or io.properties)
         self.options = parquet_options(metadata.properties)
         self._written: list[tuple[str, FileSet]] = []
+        self._described: dict[str, dict[str, Any]] = {}  # metrics the writing tasks reported
 
     def write(
         self, frame: DataFrame, file_set: FileSet, max_records: int | None = None
@@ -147,20 +150,26 @@ class RunFiles:
 
     def _write(self, frame: DataFrame, file_set: FileSet, max_records: int | None) -> list[str]:
         location = self.location_of(file_set)
-        if needs_arrow_writer(file_set.schema.fields):
-            written = write_with_arrow(
+        positions = file_set.content == FileContent.POSITION_DELETES
+        if positions or needs_arrow_writer(file_set.schema.fields):
+            described = write_with_arrow(
                 frame,
                 location=location,
                 schema=file_set.schema,
+                all_optional=not positions,
+                metrics=file_set.metrics,
                 partition_names=file_set.layout.names if file_set.layout is not None else [],
                 io=self.io,
                 io_properties=self.io_properties,
                 table_properties=self.metadata.properties,
                 max_records=max_records,
-                target_bytes=self.metadata.property_as_int(*TARGET_FILE_SIZE),
+                target_bytes=None
+                if positions
+                else self.metadata.property_as_int(*TARGET_FILE_SIZE),
             )
-            self._written.extend((path, file_set) for path in written)
-            return written
+            self._described.update(described)
+            self._written.extend((path, file_set) for path in described)
+            return list(described)
         writer = frame.write.mode("append").options(**self.options, **file_set.options)
         if max_records:
             writer = writer.option("maxRecordsPerFile", str(max_records))
@@ -177,12 +186,14 @@ class RunFiles:
         return f"{self.location}/{file_set.name}"
 
     def files(self) -> list[DataFile]:
-        """Every file written so far as a DataFile, metrics from the footers (one Spark job)."""
+        """Every file written so far as a DataFile, metrics from the footers (one Spark job
+        for the files Spark's writer wrote, if any)."""
         metrics = describe_files(
             self.spark,
-            [(path, fs.schema, fs.metrics) for path, fs in self._written],
+            [(p, fs.schema, fs.metrics) for p, fs in self._written if p not in self._described],
             self.io_properties,
         )
+        metrics.update(self._described)
         out = []
         for path, file_set in self._written:
             relative = path[len(self.location_of(file_set)) + 1 :]

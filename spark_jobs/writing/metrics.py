@@ -239,9 +239,16 @@ def footer_metrics(
     """The metrics of one file, JSON-ready (bounds as hex)."""
     with io.open_input(location) as handle:
         size = handle.size()
-        parquet = pq.ParquetFile(handle)
-        footer = parquet.metadata
-        ids = _field_ids(parquet.schema_arrow)
+        footer = pq.ParquetFile(handle).metadata
+    return metrics_of(footer, size, schema, config)
+
+
+def metrics_of(
+    footer: pq.FileMetaData, size: int, schema: Schema, config: MetricsConfig
+) -> dict[str, Any]:
+    """The metrics of a file from its footer and size, JSON-ready: a writer that still holds
+    the footer of the file it just closed describes it without reading it back."""
+    ids = _field_ids(footer.schema.to_arrow_schema())
     leaves = _typed_leaves(schema.fields)
     types = {f.field_id: f.field_type for f, _ in leaves}
     repeated = {f.field_id for f, inside in leaves if inside}

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from icefloe_airflow.state import LOCKS, RUNS, MaintenanceStore, TableBusyError
+from icefloe_airflow.state import LOCKS, RUNS, MaintenanceStore, TableBusyError, run_owner
 from sqlalchemy import delete
 
 from icecore.catalog import SqlCatalog
@@ -149,13 +149,42 @@ def test_lease_is_renewed_while_held(store: MaintenanceStore) -> None:
         assert not lease.lost
 
 
+def test_earlier_tries_left_running_are_marked_abandoned(store: MaintenanceStore) -> None:
+    """A worker killed mid-job never finishes its run; the task's next try fails it, and
+    nothing else: other tasks, runs and tables, and finished tries, are left as they were."""
+    ids = {"dag_id": "d", "run_id": "r", "task_id": "t"}
+    killed = store.start_run("db.events", "rewrite_data_files", **ids, try_number=1)
+    finished = store.start_run("db.events", "rewrite_data_files", **ids, try_number=2)
+    store.finish_run(finished, state="failed", error="CommitFailedError: ...")
+    other_task = store.start_run(
+        "db.events", "expire_snapshots", dag_id="d", run_id="r", task_id="e", try_number=1
+    )
+    other_run = store.start_run(
+        "db.events", "rewrite_data_files", dag_id="d", run_id="r0", task_id="t", try_number=1
+    )
+    other_table = store.start_run("db.other", "rewrite_data_files", **ids, try_number=1)
+
+    assert store.abandon_earlier_tries("db.events", **ids, try_number=3) == 1
+    runs = {r.id: r for r in store.recent_runs("db.events")}
+    assert runs[killed].state == "failed" and runs[killed].finished_at is not None
+    assert runs[killed].error is not None and runs[killed].error.startswith("abandoned: ")
+    assert "try 3 started" in runs[killed].error
+    assert runs[finished].error == "CommitFailedError: ..."
+    assert runs[other_task].state == runs[other_run].state == "running"
+    assert store.recent_runs("db.other")[0].id == other_table
+    assert store.recent_runs("db.other")[0].state == "running"
+    assert store.abandon_earlier_tries("db.events", **ids, try_number=3) == 0
+
+
 HOLDER = """
 import sys, time
 from datetime import timedelta
 from sqlalchemy import create_engine
-from icefloe_airflow.state import MaintenanceStore
+from icefloe_airflow.state import MaintenanceStore, run_owner
 store = MaintenanceStore(create_engine(sys.argv[1]), sys.argv[2])
-with store.lock("db.events", "doomed-worker", ttl=timedelta(seconds=1.5)):
+ids = {"dag_id": "d", "run_id": "r", "task_id": "doomed-worker", "try_number": 1}
+store.start_run("db.events", "rewrite_data_files", **ids)
+with store.lock("db.events", run_owner(**ids), ttl=timedelta(seconds=1.5)):
     print("held", flush=True)
     time.sleep(600)
 """
@@ -181,11 +210,24 @@ def test_killed_holder_frees_the_table_after_its_lease(
         holder.send_signal(signal.SIGKILL)
         holder.wait(timeout=30)
         started = time.monotonic()
+        unrelated = store.start_run(
+            "db.events", "ingest", dag_id="i", run_id="r", task_id="t", try_number=1
+        )
         with store.lock("db.events", "survivor", wait=timedelta(seconds=30), poll=0.1):
             waited = time.monotonic() - started
             holder_now = store.lock_holder("db.events")
             assert holder_now is not None and holder_now[0] == "survivor"
         assert waited < 5  # freed by expiry (<= 1.5 s after the last renewal), not by luck
+        # The killed holder's run is failed by the takeover; an ingestion running meanwhile
+        # (no lock) is not.
+        runs = store.last_runs("db.events")
+        doomed = runs["rewrite_data_files"]
+        assert run_owner(doomed.dag_id, doomed.run_id, doomed.task_id, doomed.try_number) == (
+            "d/r/doomed-worker#1"
+        )
+        assert doomed.state == "failed" and doomed.error is not None
+        assert doomed.error.startswith("abandoned: its lease") and "survivor" in doomed.error
+        assert runs["ingest"].id == unrelated and runs["ingest"].state == "running"
     finally:
         if holder.poll() is None:
             holder.kill()

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
+import pyarrow.parquet as pq
 import pytest
 from pyspark.sql import SparkSession
 
@@ -22,6 +23,8 @@ from spark_jobs.common.cli import run
 from spark_jobs.convert_equality_deletes import main
 from spark_jobs.maintenance import equality_conversion
 from spark_jobs.maintenance.equality_conversion import ConvertOptions, convert_equality_deletes
+from spark_jobs.writing.files import POSITION_DELETE_SCHEMA
+from spark_jobs.writing.metrics import MetricsConfig, decode, footer_metrics
 from tests.spark.delete_tables import TABLE, build, cdc, live, rows
 from tests.spark.submit import run_job
 from tests.support.duckdb import duck_connection  # noqa: F401 - provides the `duck` fixture
@@ -44,6 +47,31 @@ def _check_sequence_numbers(table: Any, before: dict[FileContent, list[Any]]) ->
         assert named, "a position delete naming no live data file"
         assert all(data_seq[p] <= entry.sequence_number for p in named)
         assert entry.sequence_number <= max_eq
+
+
+def _check_files_as_described(table: Any, before: dict[FileContent, list[Any]]) -> None:
+    """The new position delete files, which the writing tasks described from the footers
+    they held: required `file_path`/`pos` with their reserved ids, rows sorted, and manifest
+    metrics exactly what reading the footer back gives."""
+    old = {e.data_file.file_path for e in before[FileContent.POSITION_DELETES]}
+    new = [
+        e.data_file
+        for e in live(table)[FileContent.POSITION_DELETES]
+        if e.data_file.file_path not in old
+    ]
+    assert new
+    for f in new:
+        parquet = pq.ParquetFile(f.file_path)
+        columns = [parquet.schema.column(i) for i in range(2)]
+        assert [(c.name, c.max_definition_level) for c in columns] == [("file_path", 0), ("pos", 0)]
+        ids = [int(parquet.schema_arrow.field(i).metadata[b"PARQUET:field_id"]) for i in range(2)]
+        assert ids == [2147483546, 2147483545]
+        written = parquet.read().to_pylist()
+        assert written == sorted(written, key=lambda r: (r["file_path"], r["pos"]))
+        described = decode(
+            footer_metrics(table.io, f.file_path, POSITION_DELETE_SCHEMA, MetricsConfig.full())
+        )
+        assert {name: getattr(f, name) for name in described} == described
 
 
 @pytest.mark.parametrize(
@@ -83,6 +111,7 @@ def test_conversion_keeps_rows(
     assert snapshot.operation.value == "replace"
     assert snapshot.sequence_number == start.sequence_number + 1
     _check_sequence_numbers(table, before_files)
+    _check_files_as_described(table, before_files)
     # Nothing left to do: a second run commits nothing.
     again = convert_equality_deletes(spark, catalog, ConvertOptions(TABLE))
     assert again["status"] == "no-equality-deletes"

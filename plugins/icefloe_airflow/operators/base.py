@@ -39,7 +39,7 @@ from airflow.sdk import Context
 from airflow.sdk.exceptions import AirflowException
 
 from icefloe_airflow.hook import IcebergHook
-from icefloe_airflow.state import MaintenanceStore, TableBusyError
+from icefloe_airflow.state import MaintenanceStore, TableBusyError, run_owner
 
 # Flags the operator sets itself; an option may not override them.
 RESERVED_FLAGS = frozenset(
@@ -252,7 +252,8 @@ class IcefloeJobOperator(SparkSubmitOperator):
             "task_id": ti.task_id,
             "try_number": ti.try_number,
         }
-        owner = f"{ti.dag_id}/{ti.run_id}/{ti.task_id}#{ti.try_number}"
+        owner = run_owner(ti.dag_id, ti.run_id, ti.task_id, ti.try_number)
+        store.abandon_earlier_tries(self.table, **identity)
         with ExitStack() as held:
             if self.maintenance:
                 try:
