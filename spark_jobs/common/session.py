@@ -11,6 +11,8 @@ All of them exist, with these names, in Spark 3.5 and 4.x, classic and Connect.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from pyspark.sql import SparkSession
 
 ICEBERG_SQL_CONF = {
@@ -35,3 +37,19 @@ def get_session(app_name: str) -> SparkSession:
     """The job's session: the one spark-submit configured, with the Iceberg settings on."""
     builder = SparkSession.builder.appName(app_name).config("spark.ui.showConsoleProgress", "false")
     return configure(builder.getOrCreate())
+
+
+def isolated_session(spark: SparkSession, settings: Mapping[str, str]) -> SparkSession:
+    """A new session on `spark`'s context with a copy of its SQL settings plus `settings`,
+    for work that needs settings nothing else running in `spark` should see.
+
+    `SET` lists the settings the session has set (those given at start-up and at run time);
+    the ones fixed at start-up (static, or SparkContext settings) are not copied: the new
+    session already has them."""
+    session = spark.newSession()
+    for row in spark.sql("SET").collect():
+        if spark.conf.isModifiable(row.key):
+            session.conf.set(row.key, row.value)
+    for key, value in settings.items():
+        session.conf.set(key, value)
+    return session

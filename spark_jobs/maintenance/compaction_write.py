@@ -20,12 +20,15 @@ range-partitions by the sort order; then the union is sorted within tasks by
 its own. Binpack into the same spec needs no sort at all: each task writes one directory
 (`spark.sql.maxConcurrentOutputFileWriters` is set for the write so Spark does not sort by
 `_group` either).
+
+The settings the writes need (`_WRITE_SETTINGS`) are set on a session of their own
+(`SparkSession.newSession`: same SparkContext, separate SQL settings, holding a copy of the
+caller's), so the caller's session, and whatever else runs in it meanwhile, never sees them.
 """
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from functools import reduce
 from typing import Any
@@ -38,6 +41,7 @@ from icecore.partitioning import PartitionSpec
 from icecore.schema import Schema
 from icecore.sorting import SortOrder
 from icecore.table import Table
+from spark_jobs.common.session import isolated_session
 from spark_jobs.ingestion.job import sort_columns
 from spark_jobs.maintenance.compaction_plan import CompactionOptions, CompactionPlan, FileGroup
 from spark_jobs.maintenance.grouped_deletes import GROUP, GroupLayout, group_of
@@ -49,8 +53,17 @@ from spark_jobs.writing.metrics import MetricsConfig
 
 GROUPS_PER_JOB = 64
 RESERVED_COLUMNS = ("file_path", "pos", GROUP)
-_CONCURRENT_WRITERS = "spark.sql.maxConcurrentOutputFileWriters"
-_WRITERS = "16"
+# maxConcurrentOutputFileWriters: Spark writes a task's rows without sorting them by
+# `_group` first. Adaptive execution off: it plans each group's broadcast of the deletes as a
+# stage of its own and reads the delete files once per group; the static plan reuses one
+# broadcast for all groups (and there is no shuffle for it to tune: file counts are
+# explicit). unionOutputPartitioning off: with it, Spark sees that every branch is one
+# partition (`coalesce(1)`) and zips the branches into a single task.
+_WRITE_SETTINGS = {
+    "spark.sql.maxConcurrentOutputFileWriters": "16",
+    "spark.sql.adaptive.enabled": "false",
+    "spark.sql.unionOutputPartitioning": "false",
+}
 
 
 class RegroupLayout(PartitionLayout):
@@ -88,7 +101,9 @@ def write_groups(
     metadata = table.metadata
     schema = metadata.schema()
     spec = metadata.spec_by_id(spec_id)
-    live = LiveRows(spark, schema, groups, plan.delete_sequence_numbers)
+    live = LiveRows(
+        isolated_session(spark, _WRITE_SETTINGS), schema, groups, plan.delete_sequence_numbers
+    )
     records = sum(g.input_records for g in groups)
     size = sum(g.input_bytes for g in groups)
     max_records = max(1, int(sizes.write_max_file_size() * records / size)) if size else None
@@ -110,7 +125,7 @@ def write_groups(
         for name in [f"{'regroup' if respec else 'group'}-{n}"]
     ]
     workers = max(1, min(concurrency, len(jobs)))
-    with _write_settings(spark), ThreadPoolExecutor(max_workers=workers) as pool:
+    with ThreadPoolExecutor(max_workers=workers) as pool:
         futures = [
             pool.submit(writer.write, run, name, chunk, respec=respec, max_records=max_records)
             for name, chunk, respec in jobs
@@ -189,34 +204,6 @@ class _GroupWriter:
 
 def _chunks(groups: Sequence[FileGroup], size: int) -> list[list[FileGroup]]:
     return [list(groups[i : i + size]) for i in range(0, len(groups), size)]
-
-
-@contextlib.contextmanager
-def _write_settings(spark: SparkSession) -> Iterator[None]:
-    """Settings for the duration of the writes, restored after.
-
-    `maxConcurrentOutputFileWriters`: Spark writes a task's rows without sorting them by
-    `_group` first. Adaptive execution off: it plans each group's broadcast of the deletes
-    as a stage of its own and reads the delete files once per group; the static plan
-    reuses one broadcast for all groups (and there is no shuffle for it to tune: file counts
-    are explicit). `unionOutputPartitioning` off: with it, Spark sees that every branch is
-    one partition (`coalesce(1)`) and zips the branches into a single task."""
-    settings = {
-        _CONCURRENT_WRITERS: _WRITERS,
-        "spark.sql.adaptive.enabled": "false",
-        "spark.sql.unionOutputPartitioning": "false",
-    }
-    before = {key: spark.conf.get(key, None) for key in settings}
-    for key, value in settings.items():
-        spark.conf.set(key, value)
-    try:
-        yield
-    finally:
-        for key, value in before.items():
-            if value is None:
-                spark.conf.unset(key)
-            else:
-                spark.conf.set(key, value)
 
 
 def _order_id(table_order: SortOrder, used: SortOrder | None) -> int | None:

@@ -13,6 +13,8 @@ import datetime as dt
 import io
 import json
 import random
+import threading
+import time
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -125,6 +127,41 @@ def test_two_specs_rewritten_into_the_current_one(
     table = catalog.load_table(TABLE)
     assert {e.data_file.spec_id for e in live(table)[FileContent.DATA]} == {0}
     assert rows(table, duck) == before
+
+
+def test_the_callers_session_never_sees_the_write_settings(
+    spark: SparkSession, catalog: SqlCatalog
+) -> None:
+    """The compaction write needs adaptive execution off and two more settings; they live in
+    a session of its own, so the caller's session, and queries running in it meanwhile,
+    keep theirs throughout, and the caller's settings (field ids) still reach the files."""
+    _, model = _build(spark, catalog, 3, "bucket(2, id)", seed=5)
+    keys = [
+        "spark.sql.adaptive.enabled",
+        "spark.sql.unionOutputPartitioning",
+        "spark.sql.maxConcurrentOutputFileWriters",
+    ]
+    spark.conf.set("spark.sql.adaptive.enabled", "true")
+    before = {k: spark.conf.get(k, None) for k in keys}
+    seen: list[dict[str, str | None]] = []
+    done = threading.Event()
+
+    def watch() -> None:
+        while not done.is_set():
+            seen.append({k: spark.conf.get(k, None) for k in keys})
+            time.sleep(0.005)
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    try:
+        result = compact(spark, catalog, RewriteDataFilesOptions(table=TABLE, rewrite_all=True))
+    finally:
+        done.set()
+        watcher.join()
+    assert result["added_data_files"] > 0 and result["failed_groups"] == []
+    assert len(seen) > 10 and all(s == before for s in seen)
+    assert before["spark.sql.adaptive.enabled"] == "true"
+    assert rows(catalog.load_table(TABLE), None) == model
 
 
 def _position_delete(spark: SparkSession, table: Table, path: str, pos: int) -> Any:
