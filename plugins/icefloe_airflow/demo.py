@@ -174,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from icecore.catalog import catalog_from_settings  # noqa: PLC0415
     from icecore.errors import NoSuchTableError  # noqa: PLC0415
-    from spark_jobs.demo import cdc_batches, live_rows  # noqa: PLC0415
+    from icefloe_airflow.demo_data import cdc_batches, live_rows  # noqa: PLC0415
 
     catalog = catalog_from_settings(warehouse=str(warehouse))
     with contextlib.suppress(NoSuchTableError):
