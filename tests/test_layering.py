@@ -1,0 +1,64 @@
+"""The dependency rule: dags -> plugins -> icecore; spark_jobs -> icecore; icecore imports
+neither Spark nor Airflow. Checked on every import statement, including those inside
+functions, so a convenience import across a layer fails here rather than on a cluster where
+the other layer is not installed (Airflow workers have no pyspark; executors no Airflow)."""
+
+from __future__ import annotations
+
+import ast
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+FORBIDDEN = {
+    "icecore": {"pyspark", "airflow", "spark_jobs", "icefloe_airflow"},
+    "spark_jobs": {"airflow", "icefloe_airflow"},
+    "plugins": {"pyspark", "spark_jobs"},
+    "dags": {"pyspark", "spark_jobs"},
+}
+# The operators ship icecore and spark_jobs to the cluster as a zip, built by the one module
+# that knows what goes in it; it imports nothing beyond the standard library.
+ALLOWED = {("plugins", "spark_jobs.common.packaging")}
+
+
+def imported_modules(path: Path) -> set[str]:
+    """Every module the file imports absolutely."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            found.add(node.module)
+    return found
+
+
+@pytest.mark.parametrize("layer", sorted(FORBIDDEN))
+def test_layer_imports_only_what_it_may(layer: str) -> None:
+    files = sorted((ROOT / layer).rglob("*.py"))
+    assert files, f"no Python files under {layer}/"
+    crossings = {
+        str(path.relative_to(ROOT)): sorted(
+            module
+            for module in imported_modules(path)
+            if module.split(".")[0] in FORBIDDEN[layer] and (layer, module) not in ALLOWED
+        )
+        for path in files
+    }
+    assert {path: found for path, found in crossings.items() if found} == {}
+
+
+def test_a_crossing_is_seen_inside_a_function(tmp_path: Path) -> None:
+    module = tmp_path / "m.py"
+    module.write_text(
+        "def f():\n    from spark_jobs.demo import x  # noqa\n    import pyspark.sql\n"
+    )
+    assert imported_modules(module) == {"spark_jobs.demo", "pyspark.sql"}
+
+
+def test_the_allowed_crossing_imports_only_the_standard_library() -> None:
+    for _, module in ALLOWED:
+        path = ROOT / (module.replace(".", "/") + ".py")
+        packages = {m.split(".")[0] for m in imported_modules(path)}
+        assert packages <= set(sys.stdlib_module_names), packages
