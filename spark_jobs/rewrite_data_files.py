@@ -21,7 +21,13 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from spark_jobs.common.cli import boolean_flag, job_parser, open_catalog, run
+from spark_jobs.common.cli import (
+    add_partial_progress,
+    boolean_flag,
+    job_parser,
+    open_catalog,
+    run,
+)
 from spark_jobs.common.session import get_session
 from spark_jobs.maintenance.compaction import RewriteDataFilesOptions, compact
 
@@ -58,20 +64,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="deleted rows / rows of a file, position and equality deletes counted",
     )
     g.add_argument("--max-file-group-size-bytes", type=int, default=100 * 1024**3)
-    g.add_argument(
-        "--partial-progress-enabled",
-        "--partial-progress.enabled",
-        nargs="?",
-        const=True,
-        default=False,
-        type=boolean_flag,
-    )
-    g.add_argument(
-        "--partial-progress-max-commits",
-        "--partial-progress.max-commits",
-        type=int,
-        default=10,
-    )
+    add_partial_progress(g.add_argument)
     g.add_argument("--output-spec-id", type=int, help="default: the table's current spec")
     g.add_argument("--where", metavar="FILTER", help="only files that may hold matching rows")
     g.add_argument(

@@ -26,7 +26,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from spark_jobs.common.cli import boolean_flag, job_parser, open_catalog, run
+from spark_jobs.common.cli import add_partial_progress, job_parser, open_catalog, run
 from spark_jobs.common.session import get_session
 from spark_jobs.maintenance.delete_compaction import (
     RewriteDeletesOptions,
@@ -47,24 +47,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     add("--where", metavar="FILTER", help="only partitions this filter may match")
     add("--max-attempts", type=int, default=3, metavar="N")
     add("--max-file-group-size-bytes", type=int, default=100 * 1024**3, metavar="BYTES")
-    add(
-        "--partial-progress-enabled",
-        "--partial-progress.enabled",
-        nargs="?",
-        const=True,
-        default=False,
-        type=boolean_flag,
-        metavar="BOOL",
-        help="commit the groups in several commits, not one (default false)",
-    )
-    add(
-        "--partial-progress-max-commits",
-        "--partial-progress.max-commits",
-        type=int,
-        default=10,
-        metavar="N",
-        help="at most this many commits with partial progress (default 10)",
-    )
+    add_partial_progress(add)
     args = parser.parse_args(argv)
     options = RewriteDeletesOptions(
         table=args.table,

@@ -81,6 +81,30 @@ def boolean_flag(text: str) -> bool:
     raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
 
 
+def add_partial_progress(add: Callable[..., Any]) -> None:
+    """Iceberg's `partial-progress.enabled` / `partial-progress.max-commits`, in the spelling
+    of its procedures and with dashes, for both compactions (`add`: a parser's or an argument
+    group's `add_argument`)."""
+    add(
+        "--partial-progress-enabled",
+        "--partial-progress.enabled",
+        nargs="?",
+        const=True,
+        default=False,
+        type=boolean_flag,
+        metavar="BOOL",
+        help="commit the groups in several commits, not one (default false)",
+    )
+    add(
+        "--partial-progress-max-commits",
+        "--partial-progress.max-commits",
+        type=int,
+        default=10,
+        metavar="N",
+        help="at most this many commits with partial progress (default 10)",
+    )
+
+
 def _property(text: str) -> tuple[str, str]:
     key, sep, value = text.partition("=")
     if not sep or not key.strip():
