@@ -18,6 +18,13 @@ Options after Iceberg's `expire_snapshots` procedure:
   `--executor-delete-threshold N` (default 1000): from that many files on, the deletions run
   as a Spark job on the executors.
 
+Only files the table's own expired snapshots referenced, and no retained snapshot does, are
+deleted; of those, a file lying in another table's directories (a table registered from
+another engine's metadata may share files, e.g. one Spark's `snapshot` procedure made) is kept
+and reported in `kept_files_of_other_tables` (the catalog is listed once, before the commit;
+`--protected-location LOC` adds locations of catalogs the job cannot list). A table with
+`gc.enabled=false` is refused, as in Iceberg.
+
 Which snapshots go, and which files that leaves unreachable, is icecore's
 (`icecore.updates.expire`): the commit changes metadata only; the files are deleted after it,
 so a job killed while deleting leaves a readable table and orphans for
@@ -38,7 +45,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -46,6 +53,7 @@ from pyspark.sql import SparkSession
 
 from icecore.catalog import Catalog
 from icecore.catalog.base import DELETE_AFTER_COMMIT
+from icecore.catalog.locations import TableDirectories, catalog_directories
 from icecore.metadata import TableMetadata
 from icecore.metadata_builder import now_ms as current_time_ms
 from icecore.table import Table
@@ -59,6 +67,7 @@ from spark_jobs.maintenance.file_deletion import (
     DEFAULT_THREADS,
     delete_files,
 )
+from spark_jobs.maintenance.other_tables import OtherTables, ownership
 
 DEFAULT_MIN_AGE = "1h"
 _MAX_REPORTED_FAILURES = 20
@@ -87,6 +96,7 @@ class ExpireOptions:
     force: bool = False
     max_concurrent_deletes: int = DEFAULT_THREADS
     executor_delete_threshold: int = DEFAULT_EXECUTOR_THRESHOLD
+    protected_locations: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.retain_last is not None and self.retain_last < 1:
@@ -145,6 +155,13 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"delete on the executors from this many files on (default "
         f"{DEFAULT_EXECUTOR_THRESHOLD})",
     )
+    group.add_argument(
+        "--protected-location",
+        metavar="LOC",
+        action="append",
+        default=[],
+        help="never delete under LOC: tables of catalogs this job cannot list (repeatable)",
+    )
     return parser
 
 
@@ -159,6 +176,7 @@ def options_from_args(args: argparse.Namespace) -> ExpireOptions:
         force=args.force,
         max_concurrent_deletes=args.max_concurrent_deletes,
         executor_delete_threshold=args.executor_delete_threshold,
+        protected_locations=tuple(args.protected_location),
     )
 
 
@@ -218,20 +236,40 @@ def expire(spark: SparkSession | None, catalog: Catalog, options: ExpireOptions)
     before = table.metadata
     plan = expiry.plan()
     _check_floor(table.name, before, plan, floor_ms)
+    # Listed before the commit: a catalog that cannot be listed leaves the table untouched.
+    owners = ownership(
+        TableDirectories.of(table.name, before.location, before.properties),
+        catalog_directories(catalog),
+        protected=options.protected_locations,
+    )
     if options.dry_run or (not plan.expired_snapshot_ids and not plan.removed_refs):
-        return _result(options, plan, None, 0)
+        return _result(options, plan, None, 0, _foreign(owners, plan.files))
     result = _exactly(table, plan, now).commit()
     # The commit may have been retried on a newer base: check what it actually removed.
     _check_committed(table.name, before, plan, result)
+    foreign = _foreign(owners, result.files)
     outcome = delete_files(
         spark,
         table.io,
-        [p for _, attr in KINDS for p in getattr(result.files, attr)],
+        [p for _, attr in KINDS for p in getattr(result.files, attr) if p not in foreign],
         executor_threshold=options.executor_delete_threshold,
         threads=options.max_concurrent_deletes,
     )
     metadata_deleted = _old_metadata_deleted(catalog, before, result.metadata)
-    return _result(options, result, outcome, metadata_deleted)
+    return _result(options, result, outcome, metadata_deleted, foreign)
+
+
+def _foreign(owners: OtherTables, files: UnreachableFiles) -> dict[str, str]:
+    """Unreachable files lying in another table's tree (path -> table): kept. Our snapshots
+    referenced them, but so may that table (files shared by a table registered from another
+    engine's metadata, or added from another table's directory)."""
+    found = {}
+    for _, attr in KINDS:
+        for path in getattr(files, attr):
+            owner = owners.owner_elsewhere(path)
+            if owner is not None:
+                found[path] = owner
+    return found
 
 
 def _exactly(table: Table, plan: ExpirationResult, now: int) -> ExpireSnapshots:
@@ -264,6 +302,7 @@ def _result(
     result: ExpirationResult,
     outcome: Any,
     metadata_deleted: int,
+    foreign: Mapping[str, str],
 ) -> dict[str, Any]:
     files: UnreachableFiles = result.files
     deleted = outcome.deleted if outcome is not None else frozenset()
@@ -284,6 +323,8 @@ def _result(
     counters["failed_deletes_count"] = len(failed)
     counters["failed_deletes"] = dict(sorted(failed.items())[:_MAX_REPORTED_FAILURES])
     counters["deleted_on_executors"] = bool(outcome is not None and outcome.on_executors)
+    counters["kept_files_of_other_tables_count"] = len(foreign)
+    counters["kept_files_of_other_tables"] = dict(sorted(foreign.items())[:_MAX_REPORTED_FAILURES])
     return counters
 
 

@@ -23,7 +23,17 @@ Options after Iceberg's `remove_orphan_files` procedure:
 - `--max-concurrent-deletes`, `--executor-delete-threshold`: as for `expire_snapshots`;
 - `--listing-depth N` (default 2), `--parallel-listing-threshold N` (default 8): the driver
   lists the top N directory levels; when it reaches at least the threshold of directories,
-  they are listed recursively on the executors.
+  they are listed recursively on the executors;
+- `--protected-location LOC` (repeatable): never delete under LOC.
+
+Other tables' files are never deleted (`spark_jobs.maintenance.other_tables`): the catalog is
+listed once (with a SQL catalog, every catalog name in its database) and every table's
+metadata read; a table nested under the cleaned location (the default layout of nested
+namespaces) is excluded whole, a table whose directories contain it has its referenced files
+kept, and a table registered at the same location, or one whose metadata cannot be read
+where its files could be, makes the job refuse. Tables of catalogs the job cannot list (a
+catalog in another database on the same warehouse) are out of its sight: name their
+locations with `--protected-location`.
 
 Which files are referenced: `spark_jobs.maintenance.referenced_files` (every metadata version
 in the log and the current one, their snapshots' manifest lists, manifests, data and delete
@@ -37,7 +47,9 @@ Result: `orphan_file_location` (the first `--max-reported`, default 100, sorted)
 `orphan_files_count`, `deleted_files_count`, `failed_deletes_count` (and `failed_deletes`),
 `listed_files_count`, `referenced_files_count`, `hidden_files_count`, `too_young_count`,
 `no_mtime_count`,
-`prefix_mismatch_count`, `dry_run`, `older_than`.
+`prefix_mismatch_count`, `dry_run`, `older_than`; and what was kept for other tables:
+`excluded_locations` (location, table, reason), `other_tables_files_kept_count`,
+`other_tables_notes`, `other_tables_checked`, `other_tables_check_ms`.
 """
 
 from __future__ import annotations
@@ -51,6 +63,7 @@ from typing import Any
 from pyspark.sql import SparkSession
 
 from icecore.catalog import Catalog
+from icecore.catalog.locations import TableDirectories, catalog_directories
 from icecore.metadata_builder import now_ms as current_time_ms
 from spark_jobs.common.cli import job_parser, open_catalog, run
 from spark_jobs.common.errors import JobError
@@ -75,6 +88,7 @@ from spark_jobs.maintenance.locations import (
     parse_equivalences,
     split_location,
 )
+from spark_jobs.maintenance.other_tables import other_tables, refuse_conflicts
 from spark_jobs.maintenance.referenced_files import referenced_files
 
 DEFAULT_OLDER_THAN = "3d"
@@ -100,6 +114,7 @@ class OrphanOptions:
     listing_depth: int = DEFAULT_DEPTH
     parallel_listing_threshold: int = DEFAULT_PARALLEL_THRESHOLD
     max_reported: int = DEFAULT_MAX_REPORTED
+    protected_locations: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.prefix_mismatch_mode not in MISMATCH_MODES:
@@ -172,6 +187,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--parallel-listing-threshold", metavar="N", type=int, default=DEFAULT_PARALLEL_THRESHOLD
     )
     group.add_argument("--max-reported", metavar="N", type=int, default=DEFAULT_MAX_REPORTED)
+    group.add_argument(
+        "--protected-location",
+        metavar="LOC",
+        action="append",
+        default=[],
+        help="never delete under LOC: tables of catalogs this job cannot list (repeatable)",
+    )
     return parser
 
 
@@ -191,6 +213,7 @@ def options_from_args(args: argparse.Namespace) -> OrphanOptions:
         listing_depth=args.listing_depth,
         parallel_listing_threshold=args.parallel_listing_threshold,
         max_reported=args.max_reported,
+        protected_locations=tuple(args.protected_location),
     )
 
 
@@ -222,20 +245,35 @@ def remove_orphans(
             f"{table_location}; declare them equal with --equal-schemes/--equal-authorities"
         )
 
+    # Before the listing: a table created meanwhile is younger than the cutoff anyway.
+    ours = TableDirectories.of(table.name, table_location, table.metadata.properties)
+    others = other_tables(
+        table.io,
+        ours,
+        location,
+        catalog_directories(catalog),
+        protected=options.protected_locations,
+    )
+    if not options.dry_run:
+        refuse_conflicts(others, table.name, "remove orphan files")
+
     listing = list_files(
         spark,
         table.io,
         location,
         depth=options.listing_depth,
         parallel_threshold=options.parallel_listing_threshold,
+        skip=[e.location for e in others.exclusions],
     )
     # After the listing: a commit that landed meanwhile then protects the files it added.
     table.refresh()
     referenced = referenced_files(table.io, table.metadata, table.name)
 
     visible = [f for f in listing.files if not is_hidden(f.location, location)]
-    old = [f.location for f in visible if f.mtime_ms is not None and f.mtime_ms < cutoff]
-    no_mtime = sum(1 for f in visible if f.mtime_ms is None)
+    # Another table's files are never candidates, whatever their age or our references.
+    candidates = [f for f in visible if others.owner_elsewhere(f.location) is None]
+    old = [f.location for f in candidates if f.mtime_ms is not None and f.mtime_ms < cutoff]
+    no_mtime = sum(1 for f in candidates if f.mtime_ms is None)
     classified = classify(old, referenced, matcher)
     mismatched = classified.mismatched
     if mismatched and options.prefix_mismatch_mode == "error":
@@ -277,10 +315,12 @@ def remove_orphans(
         "directories_listed_on_executors": listing.directories_listed_on_executors,
         "referenced_files_count": len(referenced),
         "hidden_files_count": len(listing.files) - len(visible),
-        "too_young_count": len(visible) - len(old) - no_mtime,
+        "too_young_count": len(candidates) - len(old) - no_mtime,
         "no_mtime_count": no_mtime,
         "prefix_mismatch_count": len(mismatched),
         "deleted_on_executors": bool(outcome is not None and outcome.on_executors),
+        "other_tables_files_kept_count": len(visible) - len(candidates),
+        **others.report(),
     }
 
 

@@ -14,8 +14,9 @@ import re
 import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
+from icecore.catalog.locations import TableDirectories, catalog_directories, placement_conflict
 from icecore.errors import (
     AlreadyExistsError,
     CatalogError,
@@ -47,6 +48,21 @@ DELETE_AFTER_COMMIT = "write.metadata.delete-after-commit.enabled"
 GC_ENABLED = "gc.enabled"
 
 Identifier = tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class TablePointer:
+    """A table of a catalog and its current metadata file, as a catalog listing gives it."""
+
+    catalog_name: str
+    identifier: Identifier
+    metadata_location: str
+
+    def display_name(self, own_catalog: str) -> str:
+        """`db.events`, or `other:db.events` for a table of another catalog name."""
+        name = ".".join(self.identifier)
+        return name if self.catalog_name == own_catalog else f"{self.catalog_name}:{name}"
+
 
 # `00042-<uuid>.metadata.json` as Java and PyIceberg write them, and `v42.metadata.json` as
 # Hadoop tables do, so that a registered Hadoop table goes on counting from its version.
@@ -148,6 +164,22 @@ class Catalog(ABC):
     @abstractmethod
     def table_exists(self, identifier: str | Iterable[str]) -> bool: ...
 
+    def table_pointers(self, *, all_catalogs: bool = False) -> Iterator[TablePointer]:
+        """Every table of the catalog, in every namespace, with its metadata location.
+
+        `all_catalogs` also asks for the tables of other catalogs kept in the same store
+        (a SQL database holds any number of catalog names); a catalog that cannot see others
+        gives its own. This walk costs one call per namespace and per table; catalogs that
+        can list everything at once override it."""
+        pending: list[Identifier] = list(self.list_namespaces())
+        while pending:
+            namespace = pending.pop()
+            pending.extend(self.list_namespaces(namespace))
+            for identifier in self.list_tables(namespace):
+                yield TablePointer(
+                    self.name, identifier, self.current_metadata_location(identifier)
+                )
+
     @abstractmethod
     def current_metadata_location(self, identifier: str | Iterable[str]) -> str:
         """Where the table's current metadata is; NoSuchTableError if the table is unknown."""
@@ -213,7 +245,24 @@ class Catalog(ABC):
             sort_order=sort_order,
             properties=properties,
         )
+        self.check_placement(ident, metadata)
         return Table(ident, self.commit_table(ident, None, metadata), self.io, self)
+
+    def check_placement(self, identifier: Identifier, metadata: TableMetadata) -> None:
+        """Refuse a new table whose files would mix with another table's: the same location,
+        or a location or write directory inside another's data or metadata directory (see
+        `icecore.catalog.locations.placement_conflict`). Nesting under another table's
+        location, the default layout of nested namespaces, stays allowed."""
+        name = ".".join(identifier)
+        new = TableDirectories.of(name, metadata.location, metadata.properties)
+        others = catalog_directories(self).excluding(name)
+        conflict = placement_conflict(new, others)
+        if conflict is not None:
+            raise AlreadyExistsError(
+                f"cannot place table {name} at {metadata.location}: {conflict}; its files "
+                "would mix with that table's, and cleaning one would delete the other's. "
+                "Choose another location"
+            )
 
     def default_table_location(self, identifier: Identifier) -> str:
         """The namespace's `location` property, else `<warehouse>/<ns1>/<ns2>/<table>` as

@@ -45,7 +45,14 @@ from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.exc import DBAPIError, IntegrityError, SQLAlchemyError
 from sqlalchemy.sql.elements import ColumnElement
 
-from icecore.catalog.base import WAREHOUSE, Catalog, Identifier, table_identifier, to_identifier
+from icecore.catalog.base import (
+    WAREHOUSE,
+    Catalog,
+    Identifier,
+    TablePointer,
+    table_identifier,
+    to_identifier,
+)
 from icecore.errors import (
     AlreadyExistsError,
     CatalogError,
@@ -355,6 +362,23 @@ class SqlCatalog(Catalog):
             names = conn.execute(stmt).scalars().all()
         return sorted((*name.split("."), table) for table in names)
 
+    def table_pointers(self, *, all_catalogs: bool = False) -> Iterator[TablePointer]:
+        """One query for every table (of every catalog name in the database with
+        `all_catalogs`: catalogs that share a database often share a warehouse too)."""
+        stmt = select(
+            TABLES.c.catalog_name,
+            TABLES.c.table_namespace,
+            TABLES.c.table_name,
+            TABLES.c.metadata_location,
+        ).where(self._tables_of_type())
+        if not all_catalogs:
+            stmt = stmt.where(TABLES.c.catalog_name == self.name)
+        with self._db("list every table"), self.engine.connect() as conn:
+            rows = sorted(tuple(row) for row in conn.execute(stmt))
+        for catalog_name, namespace, name, location in rows:
+            if location:
+                yield TablePointer(catalog_name, (*namespace.split("."), name), location)
+
     def table_exists(self, identifier: str | Iterable[str]) -> bool:
         ident = table_identifier(identifier)
         stmt = select(TABLES.c.table_name).where(self._table_row(ident))
@@ -383,6 +407,7 @@ class SqlCatalog(Catalog):
         if self.table_exists(ident):
             raise AlreadyExistsError(f"table {'.'.join(ident)} already exists")
         metadata = read_table_metadata(self.io, metadata_location)
+        self.check_placement(ident, metadata)
         self._swap(ident, None, metadata_location)
         return Table(ident, metadata, self.io, self)
 

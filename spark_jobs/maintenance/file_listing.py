@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pyarrow import fs as pafs
 from pyspark.sql import SparkSession
 
+from icecore.catalog.locations import location_key
 from icecore.errors import FileError
 from icecore.io import FileIO, ListedFile
 
@@ -68,8 +69,12 @@ def list_files(
     *,
     depth: int = DEFAULT_DEPTH,
     parallel_threshold: int = DEFAULT_PARALLEL_THRESHOLD,
+    skip: Iterable[str] = (),
 ) -> Listing:
-    """Every file under the directory `location`, at any depth."""
+    """Every file under the directory `location`, at any depth. Directories in `skip` that
+    the driver reaches are not descended into (another table's trees: listing them is
+    wasted work; callers still filter, since executors list whole subtrees)."""
+    skipped = {location_key(s) for s in skip}
     files: list[ListedFile] = []
     frontier = [location]
     for _ in range(depth):
@@ -77,7 +82,7 @@ def list_files(
         for directory in frontier:
             found, subdirectories = _children(io, directory)
             files.extend(found)
-            next_level.extend(subdirectories)
+            next_level.extend(d for d in subdirectories if location_key(d) not in skipped)
         frontier = next_level
         if not frontier:
             break

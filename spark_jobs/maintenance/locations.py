@@ -11,36 +11,15 @@ the user chose to ignore such files or delete them.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
+from icecore.catalog.locations import SplitLocation, split_location
 from spark_jobs.common.errors import JobError
 
 DEFAULT_EQUAL_SCHEMES = {"s3a": "s3", "s3n": "s3"}
 MISMATCH_MODES = ("error", "ignore", "delete")
-_SLASHES = re.compile(r"/{2,}")
-
-
-class SplitLocation(NamedTuple):
-    scheme: str  # lower case, "" for a bare path
-    authority: str  # "" when there is none
-    path: str  # duplicate slashes collapsed, no trailing slash
-
-
-def split_location(location: str) -> SplitLocation:
-    scheme, sep, rest = location.partition(":")
-    if not sep or len(scheme) == 1 or "/" in scheme:  # bare path or Windows drive
-        scheme, rest = "", location
-    authority = ""
-    if rest.startswith("//"):
-        authority, slash, tail = rest[2:].partition("/")
-        rest = slash + tail
-    path = _SLASHES.sub("/", rest)
-    if len(path) > 1:
-        path = path.rstrip("/")
-    return SplitLocation(scheme.lower(), authority, path)
 
 
 def parse_equivalences(values: Iterable[str], option: str) -> dict[str, str]:

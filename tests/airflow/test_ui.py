@@ -32,6 +32,7 @@ from icefloe_airflow.policy import MaintenancePolicy, due_jobs, health_score
 from icefloe_airflow.state import MaintenanceStore
 
 from icecore.catalog import SqlCatalog, catalog_from_settings
+from icecore.catalog.sql import TABLES
 from icecore.health import HealthReport
 from tests.airflow.server import AirflowServer, airflow_server
 from tests.support.samples import PSCHEMA, spec_of
@@ -177,7 +178,20 @@ def ui(airflow_db: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[U
     assert isinstance(catalog, SqlCatalog)
     catalog.create_namespace("db")
     catalog.register_table("db.events", build_events(warehouse / "db" / "events").metadata_location)
-    catalog.register_table("db.users", build_users(warehouse / "db" / "users").metadata_location)
+    users = catalog.register_table(
+        "db.users", build_users(warehouse / "db" / "users").metadata_location
+    )
+    # Another engine registered a second table on db.users's metadata (icecore refuses to).
+    with catalog.engine.begin() as conn:
+        conn.execute(
+            TABLES.insert().values(
+                catalog_name="default",
+                table_namespace="db",
+                table_name="users_copy",
+                metadata_location=users.metadata_location,
+                iceberg_type="TABLE",
+            )
+        )
     record_runs(catalog)
     config = warehouse.parent / "tables.yaml"
     events = {"table": "db.events", "schedule": "@daily", "thresholds": EVENTS_POLICY}
@@ -287,6 +301,21 @@ def test_overview_shows_the_health_report_numbers(ui: UI) -> None:
     assert HOSTILE_ERROR in last["db.events"]  # shown whole, as text
     assert last["db.users"].startswith("rewrite_data_files success")
     assert "rewritten_data_files=3" in last["db.users"]
+
+
+def test_tables_sharing_a_location_are_flagged(ui: UI) -> None:
+    """db.users_copy shares db.users's location: both are flagged (orphan removal refuses to
+    run on either), db.events is not."""
+    overview = {t["table"]: t for t in ui.server.get("/icefloe/api/tables").json()["tables"]}
+    assert overview["db.users"]["location_overlaps"] == [
+        {"other": "db.users_copy", "problem": True, "detail": "same location as db.users_copy"}
+    ]
+    assert overview["db.events"]["location_overlaps"] == []
+    page = parse(ui.server.get("/icefloe/").text)
+    assert "location overlaps db.users_copy" in page.rows["db.users"]["table"][0]
+    assert "overlaps" not in page.rows["db.events"]["table"][0]
+    detail = ui.server.get("/icefloe/tables/db.users").text
+    assert "Location conflict with db.users_copy: same location as db.users_copy" in detail
 
 
 def test_one_broken_table_shows_its_error_and_nothing_else_breaks(ui: UI) -> None:

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from icecore.catalog.locations import Overlap, catalog_directories, overlaps
 from icecore.health import HealthReport
 from icefloe_airflow.hook import IcebergHook
 from icefloe_airflow.policy import (
@@ -60,7 +61,13 @@ class TableStatus:
     due: list[DueJob] = field(default_factory=list)
     last_runs: dict[str, MaintenanceRun] = field(default_factory=dict)
     recent_runs: list[MaintenanceRun] = field(default_factory=list)
+    overlaps: list[Overlap] = field(default_factory=list)
     error: str | None = None
+
+    @property
+    def location_conflicts(self) -> list[Overlap]:
+        """Overlaps that mix this table's files with another's (not plain nesting)."""
+        return [o for o in self.overlaps if o.problem]
 
     @property
     def policy(self) -> MaintenancePolicy:
@@ -86,6 +93,9 @@ class TableStatus:
             "due": [d.to_dict() for d in self.due],
             "last_run": None if last is None else last.to_dict(),
             "last_runs": {job: run.to_dict() for job, run in sorted(self.last_runs.items())},
+            "location_overlaps": [
+                {"other": o.other, "problem": o.problem, "detail": o.detail} for o in self.overlaps
+            ],
         }
         if detail:
             out["policy"] = self.policy.to_dict()
@@ -180,10 +190,24 @@ def collect_overview() -> Overview:
             store, recorded = None, []
         try:
             tables = [*listed, *((t, None) for t in recorded)]
-            statuses.extend(_table_status(hook, store, t, c, now) for t, c in tables)
+            found = [_table_status(hook, store, t, c, now) for t, c in tables]
+            _attach_overlaps(hook, found, notices)
+            statuses.extend(found)
         finally:
             hook.close()
     return Overview(statuses, notices, config_path, now)
+
+
+def _attach_overlaps(hook: IcebergHook, statuses: list[TableStatus], notices: list[str]) -> None:
+    """Flag tables whose locations meet another table's: one listing of the catalog."""
+    try:
+        listing = catalog_directories(hook.get_catalog())
+    except Exception as exc:
+        notices.append(f"connection {hook.iceberg_conn_id!r}: {describe_error(exc)}")
+        return
+    by_table = overlaps(listing.tables)
+    for status in statuses:
+        status.overlaps = by_table.get(status.table, [])
 
 
 class StatusCache:
