@@ -35,16 +35,16 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from icecore.catalog.sql import SqlCatalog
-from icecore.manifest import DataFile, FileFormat, ManifestWriter
-from icecore.manifest_list import ManifestListWriter, read_manifest_list
-from icecore.metadata import write_table_metadata
-from icecore.metadata_builder import MetadataBuilder, new_table_metadata
-from icecore.refs import MAIN_BRANCH
 from icecore.scan import TableScan
-from icecore.schema import Schema
-from icecore.snapshots import Operation, Snapshot, SummaryCounts, build_summary
+from icecore.spec.manifest import DataFile, FileFormat, ManifestWriter
+from icecore.spec.manifest_list import ManifestListWriter, read_manifest_list
+from icecore.spec.metadata import write_table_metadata
+from icecore.spec.metadata_builder import MetadataBuilder, new_table_metadata
+from icecore.spec.refs import MAIN_BRANCH
+from icecore.spec.schema import Schema
+from icecore.spec.snapshots import Operation, Snapshot, SummaryCounts, build_summary
+from icecore.spec.types import LongType, NestedField, StringType
 from icecore.table import Table
-from icecore.types import LongType, NestedField, StringType
 
 RATIO_BAR = 2.0
 SCHEMA = Schema(

@@ -38,7 +38,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from icecore.catalog import SqlCatalog
-from icecore.manifest import FileContent
+from icecore.spec.manifest import FileContent
 from icecore.table import Table
 from spark_jobs.common.session import configure
 from spark_jobs.ingestion.job import ingest

@@ -35,8 +35,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from icecore.catalog import SqlCatalog  # noqa: E402
-from icecore.schema import Schema  # noqa: E402
-from icecore.types import LongType, NestedField  # noqa: E402
+from icecore.spec.schema import Schema  # noqa: E402
+from icecore.spec.types import LongType, NestedField  # noqa: E402
 
 SCHEMA = Schema((NestedField(1, "id", LongType(), required=True),))
 CLEANED = "db.events"

@@ -58,8 +58,8 @@ def _cpu_seconds() -> float:
 
 def _plan_icecore(metadata: str, ref: str, tally: Any) -> tuple[int, int]:
     from icecore.io import FileIO  # noqa: PLC0415 - imports are part of what a child measures
-    from icecore.metadata import read_table_metadata  # noqa: PLC0415
     from icecore.scan import TableScan  # noqa: PLC0415
+    from icecore.spec.metadata import read_table_metadata  # noqa: PLC0415
 
     io = FileIO()
     scan = TableScan(io, read_table_metadata(io, metadata), ref=ref)

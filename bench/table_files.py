@@ -13,12 +13,12 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from icecore.conversions import to_bytes
-from icecore.manifest import DataFile, FileContent, FileFormat
-from icecore.partitioning import PartitionField, PartitionSpec
-from icecore.schema import Schema
-from icecore.transforms import parse_transform
-from icecore.types import (
+from icecore.spec.conversions import to_bytes
+from icecore.spec.manifest import DataFile, FileContent, FileFormat
+from icecore.spec.partitioning import PartitionField, PartitionSpec
+from icecore.spec.schema import Schema
+from icecore.spec.transforms import parse_transform
+from icecore.spec.types import (
     BooleanType,
     DateType,
     DecimalType,

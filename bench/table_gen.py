@@ -44,12 +44,12 @@ from table_files import (
 )
 
 from icecore.io import FileIO
-from icecore.manifest import DataFile, EntryStatus, FileContent, ManifestEntry, ManifestWriter
-from icecore.manifest_list import ManifestContent, ManifestFile, ManifestListWriter
-from icecore.metadata import TableMetadata, write_table_metadata
-from icecore.partitioning import PartitionSpec
-from icecore.refs import MAIN_BRANCH, SnapshotRef, SnapshotRefType
-from icecore.snapshots import Operation, Snapshot, SummaryCounts, build_summary
+from icecore.spec.manifest import DataFile, EntryStatus, FileContent, ManifestEntry, ManifestWriter
+from icecore.spec.manifest_list import ManifestContent, ManifestFile, ManifestListWriter
+from icecore.spec.metadata import TableMetadata, write_table_metadata
+from icecore.spec.partitioning import PartitionSpec
+from icecore.spec.refs import MAIN_BRANCH, SnapshotRef, SnapshotRefType
+from icecore.spec.snapshots import Operation, Snapshot, SummaryCounts, build_summary
 
 # Bump when the generated table changes, so cached tables of an older shape are not reused.
 GENERATOR_VERSION = 2

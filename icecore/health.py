@@ -16,7 +16,7 @@ Small files: data files below `small_file_fraction` (default 0.75) x
 `self-optimizing.min-target-size-ratio`: a file at three quarters of the target is already
 worth leaving alone, one below it is a candidate for bin-packing.
 
-Dangling deletes are delete files that scan planning (icecore.delete_index, the spec's "Scan
+Dangling deletes are delete files that scan planning (icecore.scan.delete_index, the spec's "Scan
 Planning" rules) would pair with no live data file of the snapshot: readers still open them,
 to no effect, and only a rewrite removes them. A delete file is dangling when:
 - position delete naming one data file (`referenced_data_file`, or equal `file_path` bounds
@@ -36,14 +36,14 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from icecore.delete_index import DELETE_FILE_PATH_ID
 from icecore.errors import ValidationError
 from icecore.io import FileIO
-from icecore.manifest import DataFile, FileContent, ManifestEntry, read_manifest
-from icecore.manifest_list import ManifestContent, ManifestFile
-from icecore.metadata import TableMetadata
 from icecore.scan import snapshot_manifests
-from icecore.snapshots import Snapshot
+from icecore.scan.delete_index import DELETE_FILE_PATH_ID
+from icecore.spec.manifest import DataFile, FileContent, ManifestEntry, read_manifest
+from icecore.spec.manifest_list import ManifestContent, ManifestFile
+from icecore.spec.metadata import TableMetadata
+from icecore.spec.snapshots import Snapshot
 
 TARGET_FILE_SIZE = ("write.target-file-size-bytes", 512 * 1024 * 1024)
 DEFAULT_SMALL_FILE_FRACTION = 0.75

@@ -17,9 +17,9 @@ from icecore.commit.row_delta import RowDelta
 from icecore.errors import ValidationError
 from icecore.health import HealthReport, table_health
 from icecore.io import FileIO
-from icecore.metadata import TableMetadata
-from icecore.refs import MAIN_BRANCH
 from icecore.scan import TableScan
+from icecore.spec.metadata import TableMetadata
+from icecore.spec.refs import MAIN_BRANCH
 from icecore.updates import (
     ExpireSnapshots,
     ManageSnapshots,

@@ -54,8 +54,8 @@ from pyspark.sql import SparkSession
 from icecore.catalog import Catalog
 from icecore.catalog.base import DELETE_AFTER_COMMIT
 from icecore.catalog.locations import TableDirectories, catalog_directories
-from icecore.metadata import TableMetadata
-from icecore.metadata_builder import now_ms as current_time_ms
+from icecore.spec.metadata import TableMetadata
+from icecore.spec.metadata_builder import now_ms as current_time_ms
 from icecore.table import Table
 from icecore.updates import ExpirationResult, ExpireSnapshots, UnreachableFiles
 from spark_jobs.common.cli import job_parser, open_catalog, run

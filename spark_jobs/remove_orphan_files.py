@@ -64,7 +64,7 @@ from pyspark.sql import SparkSession
 
 from icecore.catalog import Catalog
 from icecore.catalog.locations import TableDirectories, catalog_directories
-from icecore.metadata_builder import now_ms as current_time_ms
+from icecore.spec.metadata_builder import now_ms as current_time_ms
 from spark_jobs.common.cli import job_parser, open_catalog, run
 from spark_jobs.common.errors import JobError
 from spark_jobs.common.session import get_session

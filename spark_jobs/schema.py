@@ -31,8 +31,8 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from icecore.schema import Schema
-from icecore.types import (
+from icecore.spec.schema import Schema
+from icecore.spec.types import (
     BinaryType,
     BooleanType,
     DateType,

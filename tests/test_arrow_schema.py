@@ -11,9 +11,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from icecore.arrow_schema import FIELD_ID_KEY, arrow_schema, arrow_type
+from icecore.data.arrow_schema import FIELD_ID_KEY, arrow_schema, arrow_type
 from icecore.errors import ValidationError
-from icecore.types import (
+from icecore.spec.types import (
     DecimalType,
     FixedType,
     IcebergType,

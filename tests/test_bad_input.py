@@ -22,10 +22,10 @@ import pytest
 
 from icecore.errors import FileError, ManifestError, MetadataError, ValidationError
 from icecore.io import FileIO
-from icecore.manifest import ManifestWriter, read_manifest
-from icecore.manifest_list import ManifestFile, ManifestListWriter, read_manifest_list
-from icecore.metadata import read_table_metadata, write_table_metadata
 from icecore.scan import TableScan
+from icecore.spec.manifest import ManifestWriter, read_manifest
+from icecore.spec.manifest_list import ManifestFile, ManifestListWriter, read_manifest_list
+from icecore.spec.metadata import read_table_metadata, write_table_metadata
 from tests.support.samples import PSCHEMA, WorkedExample, spec_of, worked_example
 
 

@@ -19,8 +19,8 @@ from pyiceberg.types import StringType as PyStringType
 
 from icecore.catalog import SqlCatalog
 from icecore.catalog.base import metadata_version
-from icecore.schema import Schema
-from icecore.types import LongType, NestedField, StringType
+from icecore.spec.schema import Schema
+from icecore.spec.types import LongType, NestedField, StringType
 from tests.support.catalogs import append_rows
 from tests.support.reader import scan_rows
 

@@ -18,8 +18,8 @@ from icecore.catalog.locations import (
     placement_conflict,
 )
 from icecore.errors import AlreadyExistsError
-from icecore.schema import Schema
-from icecore.types import LongType, NestedField
+from icecore.spec.schema import Schema
+from icecore.spec.types import LongType, NestedField
 
 SCHEMA = Schema((NestedField(1, "id", LongType(), required=True),))
 

@@ -34,11 +34,11 @@ from icecore.errors import (
     NoSuchTableError,
     ValidationError,
 )
-from icecore.metadata import read_table_metadata
-from icecore.metadata_builder import MetadataBuilder
-from icecore.schema import Schema
+from icecore.spec.metadata import read_table_metadata
+from icecore.spec.metadata_builder import MetadataBuilder
+from icecore.spec.schema import Schema
+from icecore.spec.types import LongType, NestedField, StringType
 from icecore.table import Table
-from icecore.types import LongType, NestedField, StringType
 from tests.support.catalogs import (
     append_rows,
     catalog_uri,
@@ -530,7 +530,7 @@ _WORKER = """
 import sys
 from icecore.catalog import SqlCatalog
 from icecore.commit.update import TableUpdate
-from icecore.metadata_builder import MetadataBuilder
+from icecore.spec.metadata_builder import MetadataBuilder
 
 name, uri, warehouse, worker, commits = sys.argv[1:6]
 
@@ -589,8 +589,8 @@ _WRITE_THEN_HANG = """
 import sys, time
 from icecore.catalog import SqlCatalog
 from icecore.catalog.base import metadata_version, new_metadata_location
-from icecore.metadata import write_table_metadata
-from icecore.metadata_builder import MetadataBuilder
+from icecore.spec.metadata import write_table_metadata
+from icecore.spec.metadata_builder import MetadataBuilder
 
 name, uri, warehouse = sys.argv[1:4]
 catalog = SqlCatalog(name, uri, warehouse)

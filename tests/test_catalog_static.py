@@ -15,9 +15,9 @@ import pytest
 
 from icecore.catalog import load_static_table
 from icecore.errors import FileError, MetadataError, ValidationError
-from icecore.metadata_builder import MetadataBuilder
-from icecore.schema import Schema
-from icecore.types import LongType, NestedField, StringType
+from icecore.spec.metadata_builder import MetadataBuilder
+from icecore.spec.schema import Schema
+from icecore.spec.types import LongType, NestedField, StringType
 from tests.support.reader import scan_rows
 from tests.support.tables import LocalTable
 

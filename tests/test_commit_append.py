@@ -14,17 +14,17 @@ from pathlib import Path
 import fastavro
 import pytest
 
+from icecore.avro.container import AvroFile
 from icecore.catalog.sql import SqlCatalog
 from icecore.errors import CommitConflictError, CommitFailedError, ValidationError
-from icecore.manifest import EntryStatus, FileContent
-from icecore.manifest_io import AvroFile
-from icecore.manifest_list import ManifestContent, ManifestListWriter
-from icecore.metadata import TableMetadata
-from icecore.metadata_builder import MetadataBuilder
-from icecore.partitioning import PartitionField, PartitionSpec
-from icecore.refs import MAIN_BRANCH
-from icecore.snapshots import Operation, Snapshot
-from icecore.transforms import parse_transform
+from icecore.spec.manifest import EntryStatus, FileContent
+from icecore.spec.manifest_list import ManifestContent, ManifestListWriter
+from icecore.spec.metadata import TableMetadata
+from icecore.spec.metadata_builder import MetadataBuilder
+from icecore.spec.partitioning import PartitionField, PartitionSpec
+from icecore.spec.refs import MAIN_BRANCH
+from icecore.spec.snapshots import Operation, Snapshot
+from icecore.spec.transforms import parse_transform
 from tests.support.committing import (
     UNPARTITIONED,
     CatalogTable,

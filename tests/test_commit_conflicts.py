@@ -14,9 +14,9 @@ import pytest
 from icecore.catalog.sql import SqlCatalog
 from icecore.errors import CommitConflictError
 from icecore.expressions import equal
-from icecore.metadata_builder import MetadataBuilder
-from icecore.refs import SnapshotRef, SnapshotRefType
-from icecore.snapshots import Snapshot
+from icecore.spec.metadata_builder import MetadataBuilder
+from icecore.spec.refs import SnapshotRef, SnapshotRefType
+from icecore.spec.snapshots import Snapshot
 from icecore.table import Table
 from tests.support.committing import (
     CatalogTable,

@@ -12,9 +12,9 @@ import pytest
 from icecore.catalog.sql import SqlCatalog
 from icecore.errors import CommitConflictError, ValidationError
 from icecore.expressions import equal, greater_than_or_equal, less_than
-from icecore.manifest import EntryStatus
-from icecore.manifest_list import ManifestContent
-from icecore.snapshots import Operation, Snapshot
+from icecore.spec.manifest import EntryStatus
+from icecore.spec.manifest_list import ManifestContent
+from icecore.spec.snapshots import Operation, Snapshot
 from tests.support.committing import (
     UNPARTITIONED,
     CatalogTable,

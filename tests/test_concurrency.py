@@ -37,12 +37,12 @@ import pytest
 
 from icecore.catalog.sql import SqlCatalog
 from icecore.errors import CommitConflictError
-from icecore.manifest import DataFile, FileContent, FileFormat
-from icecore.metadata import TableMetadata, read_table_metadata
 from icecore.scan import snapshot_manifests
-from icecore.schema import Schema
+from icecore.spec.manifest import DataFile, FileContent, FileFormat
+from icecore.spec.metadata import TableMetadata, read_table_metadata
+from icecore.spec.schema import Schema
+from icecore.spec.types import LongType, NestedField, StringType
 from icecore.table import Table
-from icecore.types import LongType, NestedField, StringType
 from tests.support.catalogs import BACKENDS, catalog_uri, forget_catalog, unique_catalog_name
 from tests.support.parquet import to_arrow, write_parquet
 from tests.support.reader import scan_rows

@@ -6,7 +6,8 @@ from decimal import Decimal
 
 import pytest
 
-from icecore.conversions import (
+from icecore.errors import ValidationError
+from icecore.spec.conversions import (
     decimal_to_unscaled,
     from_bytes,
     to_bytes,
@@ -14,8 +15,7 @@ from icecore.conversions import (
     truncate_upper_bound,
     unscaled_to_decimal,
 )
-from icecore.errors import ValidationError
-from icecore.types import (
+from icecore.spec.types import (
     BinaryType,
     BooleanType,
     DateType,

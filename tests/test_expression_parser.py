@@ -3,7 +3,6 @@ from decimal import Decimal
 import pytest
 
 from icecore.errors import ValidationError
-from icecore.expression_parser import parse_filter
 from icecore.expressions import (
     AlwaysFalse,
     AlwaysTrue,
@@ -24,8 +23,16 @@ from icecore.expressions import (
     not_nan,
     not_null,
 )
-from icecore.schema import Schema
-from icecore.types import DecimalType, DoubleType, LongType, NestedField, StringType, TimestampType
+from icecore.expressions.parser import parse_filter
+from icecore.spec.schema import Schema
+from icecore.spec.types import (
+    DecimalType,
+    DoubleType,
+    LongType,
+    NestedField,
+    StringType,
+    TimestampType,
+)
 
 
 def test_example_from_the_docs():

@@ -31,9 +31,9 @@ from icecore.expressions import (
     not_null,
     rewrite_not,
 )
-from icecore.literals import to_literal
-from icecore.schema import Schema
-from icecore.types import (
+from icecore.expressions.literals import to_literal
+from icecore.spec.schema import Schema
+from icecore.spec.types import (
     BinaryType,
     BooleanType,
     DateType,

@@ -18,8 +18,8 @@ import pytest
 
 from icecore.errors import NotFoundError, ValidationError
 from icecore.health import HealthReport, table_health
-from icecore.manifest import DataFile, FileContent
 from icecore.scan import TableScan
+from icecore.spec.manifest import DataFile, FileContent
 from icecore.table import Table
 from tests.support.samples import PSCHEMA, spec_of
 from tests.support.tables import LocalTable

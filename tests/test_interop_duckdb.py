@@ -15,9 +15,9 @@ from typing import Any
 import duckdb
 import pytest
 
-from icecore.manifest import EntryStatus, FileContent, read_manifest
 from icecore.scan import snapshot_manifests
-from icecore.types import (
+from icecore.spec.manifest import EntryStatus, FileContent, read_manifest
+from icecore.spec.types import (
     DateType,
     NestedField,
     StructType,

@@ -39,13 +39,13 @@ from pyiceberg.types import NestedField as PyNestedField
 from pyiceberg.types import StringType as PyStringType
 from pyiceberg.types import TimestamptzType as PyTimestamptzType
 
-from icecore.conversions import from_bytes
 from icecore.expressions import BooleanExpression, equal, greater_than_or_equal, is_in, less_than
 from icecore.io import FileIO
-from icecore.manifest import EntryStatus, read_manifest
-from icecore.metadata import TableMetadata, read_table_metadata
 from icecore.scan import TableScan, snapshot_manifests
-from icecore.schema import Schema
+from icecore.spec.conversions import from_bytes
+from icecore.spec.manifest import EntryStatus, read_manifest
+from icecore.spec.metadata import TableMetadata, read_table_metadata
+from icecore.spec.schema import Schema
 from tests.support.reader import arrow_values, scan_rows
 from tests.support.samples import (
     ALL_TYPES,

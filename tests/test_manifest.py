@@ -16,11 +16,11 @@ from typing import Any
 import fastavro
 import pytest
 
-from icecore.avro_decoder import compile_decoder
-from icecore.avro_schema import decimal_required_bytes, make_compatible_name
+from icecore.avro.decoder import compile_decoder
+from icecore.avro.schema import decimal_required_bytes, make_compatible_name
 from icecore.errors import ManifestError, ValidationError
 from icecore.io import FileIO
-from icecore.manifest import (
+from icecore.spec.manifest import (
     DataFile,
     EntryStatus,
     FileContent,
@@ -30,17 +30,17 @@ from icecore.manifest import (
     manifest_file_from_path,
     read_manifest,
 )
-from icecore.manifest_list import (
+from icecore.spec.manifest_list import (
     UNASSIGNED_SEQ,
     ManifestContent,
     ManifestFile,
     ManifestListWriter,
     PartitionFieldSummary,
 )
-from icecore.partitioning import UNPARTITIONED, PartitionField, PartitionSpec
-from icecore.schema import Schema
-from icecore.transforms import parse_transform
-from icecore.types import (
+from icecore.spec.partitioning import UNPARTITIONED, PartitionField, PartitionSpec
+from icecore.spec.schema import Schema
+from icecore.spec.transforms import parse_transform
+from icecore.spec.types import (
     BinaryType,
     BooleanType,
     DateType,

@@ -33,7 +33,7 @@ from pyiceberg.types import TimestampType as PyTimestampType
 
 from icecore.errors import ManifestError, ValidationError
 from icecore.io import FileIO
-from icecore.manifest import (
+from icecore.spec.manifest import (
     DataFile,
     EntryStatus,
     FileContent,
@@ -42,7 +42,7 @@ from icecore.manifest import (
     ManifestWriter,
     read_manifest,
 )
-from icecore.manifest_list import (
+from icecore.spec.manifest_list import (
     UNASSIGNED_SEQ,
     ManifestContent,
     ManifestFile,
@@ -50,10 +50,10 @@ from icecore.manifest_list import (
     PartitionFieldSummary,
     read_manifest_list,
 )
-from icecore.partitioning import PartitionField, PartitionSpec
-from icecore.schema import Schema
-from icecore.transforms import parse_transform
-from icecore.types import (
+from icecore.spec.partitioning import PartitionField, PartitionSpec
+from icecore.spec.schema import Schema
+from icecore.spec.transforms import parse_transform
+from icecore.spec.types import (
     DecimalType,
     LongType,
     NestedField,

@@ -19,12 +19,12 @@ from pyiceberg.types import DateType, LongType, NestedField, StringType
 
 from icecore.errors import FileError, MetadataError, NotFoundError, ValidationError
 from icecore.io import FileIO
-from icecore.metadata import TableMetadata, read_table_metadata, write_table_metadata
-from icecore.partitioning import PartitionField, PartitionSpec
-from icecore.refs import SnapshotRef, SnapshotRefType
-from icecore.snapshots import MetadataLogEntry, Operation, SnapshotLogEntry
-from icecore.sorting import NullOrder, SortDirection
-from icecore.transforms import parse_transform
+from icecore.spec.metadata import TableMetadata, read_table_metadata, write_table_metadata
+from icecore.spec.partitioning import PartitionField, PartitionSpec
+from icecore.spec.refs import SnapshotRef, SnapshotRefType
+from icecore.spec.snapshots import MetadataLogEntry, Operation, SnapshotLogEntry
+from icecore.spec.sorting import NullOrder, SortDirection
+from icecore.spec.transforms import parse_transform
 
 S1, S2, S3 = 3051729675574597004, 3055729675574597004, 3059729675574597004
 

@@ -15,7 +15,7 @@ from pyiceberg import transforms as pyt
 from pyiceberg import types as pyty
 
 from icecore.errors import ValidationError
-from icecore.partitioning import (
+from icecore.spec.partitioning import (
     UNPARTITIONED,
     PartitionField,
     PartitionSpec,
@@ -23,8 +23,8 @@ from icecore.partitioning import (
     default_partition_name,
     java_url_encode,
 )
-from icecore.schema import Schema
-from icecore.transforms import (
+from icecore.spec.schema import Schema
+from icecore.spec.transforms import (
     BucketTransform,
     DayTransform,
     HourTransform,
@@ -35,7 +35,7 @@ from icecore.transforms import (
     YearTransform,
     parse_transform,
 )
-from icecore.types import (
+from icecore.spec.types import (
     DateType,
     DecimalType,
     DoubleType,

@@ -7,7 +7,6 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from icecore.conversions import to_bytes, truncate_lower_bound, truncate_upper_bound
 from icecore.errors import ValidationError
 from icecore.expressions import (
     AlwaysFalse,
@@ -32,14 +31,15 @@ from icecore.expressions import (
     not_null,
     rewrite_not,
 )
-from icecore.literals import to_literal
-from icecore.manifest import DataFile, FileFormat
-from icecore.manifest_list import PartitionFieldSummary
-from icecore.partitioning import PartitionField, PartitionSpec
-from icecore.projection import inclusive_projection
-from icecore.pruning import ManifestEvaluator, MetricsEvaluator, PartitionEvaluator
-from icecore.schema import Schema
-from icecore.transforms import (
+from icecore.expressions.literals import to_literal
+from icecore.expressions.projection import inclusive_projection
+from icecore.expressions.pruning import ManifestEvaluator, MetricsEvaluator, PartitionEvaluator
+from icecore.spec.conversions import to_bytes, truncate_lower_bound, truncate_upper_bound
+from icecore.spec.manifest import DataFile, FileFormat
+from icecore.spec.manifest_list import PartitionFieldSummary
+from icecore.spec.partitioning import PartitionField, PartitionSpec
+from icecore.spec.schema import Schema
+from icecore.spec.transforms import (
     BucketTransform,
     DayTransform,
     HourTransform,
@@ -49,7 +49,7 @@ from icecore.transforms import (
     VoidTransform,
     YearTransform,
 )
-from icecore.types import (
+from icecore.spec.types import (
     DateType,
     DecimalType,
     DoubleType,

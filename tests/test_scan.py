@@ -38,14 +38,14 @@ from icecore.expressions import (
     not_in,
     not_null,
 )
-from icecore.manifest import EntryStatus, read_manifest
-from icecore.manifest_list import ManifestContent, read_manifest_list
-from icecore.metadata import read_table_metadata
-from icecore.partitioning import PartitionSpec
-from icecore.refs import SnapshotRefType
 from icecore.scan import TableScan, snapshot_manifests
-from icecore.transforms import BucketTransform, DayTransform
-from icecore.types import LongType, TimestamptzType
+from icecore.spec.manifest import EntryStatus, read_manifest
+from icecore.spec.manifest_list import ManifestContent, read_manifest_list
+from icecore.spec.metadata import read_table_metadata
+from icecore.spec.partitioning import PartitionSpec
+from icecore.spec.refs import SnapshotRefType
+from icecore.spec.transforms import BucketTransform, DayTransform
+from icecore.spec.types import LongType, TimestamptzType
 from tests.support.reader import scan_rows
 from tests.support.samples import (
     EXAMPLE_PLANS,

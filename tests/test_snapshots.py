@@ -3,8 +3,8 @@
 import pytest
 
 from icecore.errors import ValidationError
-from icecore.refs import MAIN_BRANCH, SnapshotRef, SnapshotRefType
-from icecore.snapshots import (
+from icecore.spec.refs import MAIN_BRANCH, SnapshotRef, SnapshotRefType
+from icecore.spec.snapshots import (
     MetadataLogEntry,
     Operation,
     Snapshot,

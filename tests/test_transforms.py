@@ -14,8 +14,8 @@ from pyiceberg import transforms as pyt
 from pyiceberg import types as pyty
 
 from icecore.errors import ValidationError
-from icecore.hashing import bucket_hash, murmur3_x86_32
-from icecore.transforms import (
+from icecore.spec.hashing import bucket_hash, murmur3_x86_32
+from icecore.spec.transforms import (
     BucketTransform,
     DayTransform,
     HourTransform,
@@ -28,7 +28,7 @@ from icecore.transforms import (
     YearTransform,
     parse_transform,
 )
-from icecore.types import (
+from icecore.spec.types import (
     BinaryType,
     BooleanType,
     DateType,

@@ -5,8 +5,8 @@ import json
 import pytest
 
 from icecore.errors import ValidationError
-from icecore.schema import Schema
-from icecore.types import (
+from icecore.spec.schema import Schema
+from icecore.spec.types import (
     BinaryType,
     BooleanType,
     DateType,

@@ -8,9 +8,9 @@ import pytest
 
 from icecore.catalog import SqlCatalog
 from icecore.errors import ValidationError
-from icecore.schema import Schema
+from icecore.spec.schema import Schema
+from icecore.spec.types import LongType, NestedField
 from icecore.table import Table
-from icecore.types import LongType, NestedField
 
 SCHEMA = Schema((NestedField(1, "id", LongType(), required=True),))
 

@@ -11,11 +11,11 @@ from pyiceberg.catalog.sql import SqlCatalog as PySqlCatalog
 
 from icecore.catalog import SqlCatalog
 from icecore.errors import CommitConflictError, NotFoundError, ValidationError
-from icecore.metadata_builder import MetadataBuilder
-from icecore.refs import SnapshotRefType
-from icecore.schema import Schema
+from icecore.spec.metadata_builder import MetadataBuilder
+from icecore.spec.refs import SnapshotRefType
+from icecore.spec.schema import Schema
+from icecore.spec.types import LongType, NestedField
 from icecore.table import Table
-from icecore.types import LongType, NestedField
 from tests.support.catalogs import append_rows
 from tests.support.reader import scan_rows
 

@@ -14,12 +14,11 @@ from pyiceberg.catalog.sql import SqlCatalog as PySqlCatalog
 
 from icecore.catalog import SqlCatalog
 from icecore.errors import CommitConflictError, ValidationError
-from icecore.partitioning import PartitionField, PartitionSpec
-from icecore.schema import Schema
-from icecore.sorting import SortField, SortOrder
-from icecore.table import Table
-from icecore.transforms import parse_transform
-from icecore.types import (
+from icecore.spec.partitioning import PartitionField, PartitionSpec
+from icecore.spec.schema import Schema
+from icecore.spec.sorting import SortField, SortOrder
+from icecore.spec.transforms import parse_transform
+from icecore.spec.types import (
     DecimalType,
     DoubleType,
     FloatType,
@@ -31,6 +30,7 @@ from icecore.types import (
     StringType,
     StructType,
 )
+from icecore.table import Table
 from tests.support.catalogs import append_rows
 from tests.support.reader import scan_rows
 

@@ -11,10 +11,10 @@ from pyiceberg.catalog.sql import SqlCatalog as PySqlCatalog
 
 from icecore.catalog import SqlCatalog
 from icecore.errors import CommitConflictError, ValidationError
-from icecore.schema import Schema
-from icecore.sorting import NullOrder, SortDirection
+from icecore.spec.schema import Schema
+from icecore.spec.sorting import NullOrder, SortDirection
+from icecore.spec.types import LongType, NestedField, StringType, TimestamptzType
 from icecore.table import Table
-from icecore.types import LongType, NestedField, StringType, TimestamptzType
 
 SCHEMA = Schema(
     (

@@ -27,15 +27,15 @@ from icecore.errors import (
     ValidationError,
 )
 from icecore.io import FileIO
-from icecore.manifest import read_manifest
-from icecore.manifest_list import ManifestFile
-from icecore.metadata import TableMetadata, read_table_metadata, write_table_metadata
-from icecore.metadata_builder import new_table_metadata
-from icecore.partitioning import UNPARTITIONED, PartitionSpec
 from icecore.scan import snapshot_manifests
-from icecore.schema import Schema
-from icecore.snapshots import Snapshot
-from icecore.sorting import UNSORTED, SortOrder
+from icecore.spec.manifest import read_manifest
+from icecore.spec.manifest_list import ManifestFile
+from icecore.spec.metadata import TableMetadata, read_table_metadata, write_table_metadata
+from icecore.spec.metadata_builder import new_table_metadata
+from icecore.spec.partitioning import UNPARTITIONED, PartitionSpec
+from icecore.spec.schema import Schema
+from icecore.spec.snapshots import Snapshot
+from icecore.spec.sorting import UNSORTED, SortOrder
 from icecore.table import Table
 
 LOG = logging.getLogger(__name__)

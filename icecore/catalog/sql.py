@@ -63,7 +63,7 @@ from icecore.errors import (
     NoSuchTableError,
 )
 from icecore.io import FileIO
-from icecore.metadata import read_table_metadata
+from icecore.spec.metadata import read_table_metadata
 from icecore.table import Table
 
 SQLITE_FILE = "catalog.db"

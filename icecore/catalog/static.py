@@ -15,7 +15,7 @@ import re
 
 from icecore.errors import FileError, MetadataError
 from icecore.io import FileIO
-from icecore.metadata import read_table_metadata
+from icecore.spec.metadata import read_table_metadata
 from icecore.table import Table
 
 LOG = logging.getLogger(__name__)

@@ -17,12 +17,12 @@ from icecore.commit.list_splice import splice_parent_list
 from icecore.commit.merging import MergingSnapshotProducer
 from icecore.commit.producer import SnapshotProducer
 from icecore.errors import ValidationError
-from icecore.manifest import DataFile, FileContent
-from icecore.manifest_list import ManifestContent, ManifestFile
-from icecore.metadata import TableMetadata
-from icecore.refs import MAIN_BRANCH
 from icecore.scan import snapshot_manifests
-from icecore.snapshots import Operation, Snapshot, SummaryCounts
+from icecore.spec.manifest import DataFile, FileContent
+from icecore.spec.manifest_list import ManifestContent, ManifestFile
+from icecore.spec.metadata import TableMetadata
+from icecore.spec.refs import MAIN_BRANCH
+from icecore.spec.snapshots import Operation, Snapshot, SummaryCounts
 
 if TYPE_CHECKING:
     from icecore.table import Table

@@ -13,8 +13,8 @@ from typing import TypeVar
 
 from icecore.commit.merging import MergingSnapshotProducer
 from icecore.expressions import BooleanExpression
-from icecore.manifest import DataFile
-from icecore.snapshots import Operation
+from icecore.spec.manifest import DataFile
+from icecore.spec.snapshots import Operation
 
 D = TypeVar("D", bound="DeleteFiles")
 

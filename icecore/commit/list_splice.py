@@ -19,11 +19,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import cast
 
-from icecore.avro_decoder import read_long
+from icecore.avro.container import read_metadata
+from icecore.avro.decoder import read_long
 from icecore.errors import ManifestError
 from icecore.io import FileIO
-from icecore.manifest_io import read_metadata
-from icecore.manifest_list import ManifestFile, ManifestListWriter
+from icecore.spec.manifest_list import ManifestFile, ManifestListWriter
 
 _MAGIC = b"Obj\x01"
 _SYNC_SIZE = 16

@@ -24,15 +24,15 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from icecore.commit.row_filter import RowFilterMatcher
-from icecore.conversions import decoder
-from icecore.delete_index import DELETE_FILE_PATH_ID
 from icecore.errors import CommitConflictError, ValidationError
 from icecore.expressions import AlwaysFalse, BooleanExpression, Or
-from icecore.manifest import DataFile, FileContent, ManifestEntry, read_manifest
-from icecore.manifest_list import ManifestContent, ManifestFile, PartitionFieldSummary
-from icecore.metadata import TableMetadata
-from icecore.pruning import ManifestEvaluator
-from icecore.types import IcebergType
+from icecore.expressions.pruning import ManifestEvaluator
+from icecore.scan.delete_index import DELETE_FILE_PATH_ID
+from icecore.spec.conversions import decoder
+from icecore.spec.manifest import DataFile, FileContent, ManifestEntry, read_manifest
+from icecore.spec.manifest_list import ManifestContent, ManifestFile, PartitionFieldSummary
+from icecore.spec.metadata import TableMetadata
+from icecore.spec.types import IcebergType
 
 if TYPE_CHECKING:
     from icecore.commit.producer import SnapshotProducer

@@ -18,9 +18,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from icecore.manifest import EntryStatus, read_manifest
-from icecore.manifest_list import ManifestFile
-from icecore.metadata import TableMetadata
+from icecore.spec.manifest import EntryStatus, read_manifest
+from icecore.spec.manifest_list import ManifestFile
+from icecore.spec.metadata import TableMetadata
 
 if TYPE_CHECKING:
     from icecore.commit.producer import SnapshotProducer

@@ -22,12 +22,12 @@ from icecore.commit.producer import SnapshotProducer
 from icecore.commit.validation import Validator
 from icecore.errors import ValidationError
 from icecore.expressions import BooleanExpression
-from icecore.manifest import DataFile, FileContent
-from icecore.manifest_list import UNASSIGNED_SEQ, ManifestContent, ManifestFile
-from icecore.metadata import TableMetadata
-from icecore.refs import MAIN_BRANCH
 from icecore.scan import snapshot_manifests
-from icecore.snapshots import Snapshot, SummaryCounts
+from icecore.spec.manifest import DataFile, FileContent
+from icecore.spec.manifest_list import UNASSIGNED_SEQ, ManifestContent, ManifestFile
+from icecore.spec.metadata import TableMetadata
+from icecore.spec.refs import MAIN_BRANCH
+from icecore.spec.snapshots import Snapshot, SummaryCounts
 
 if TYPE_CHECKING:
     from icecore.table import Table

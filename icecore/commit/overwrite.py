@@ -19,9 +19,9 @@ from icecore.commit.row_filter import RowFilterMatcher
 from icecore.commit.validation import Validator
 from icecore.errors import ValidationError
 from icecore.expressions import AlwaysFalse, AlwaysTrue, BooleanExpression
-from icecore.manifest import DataFile, FileContent
-from icecore.refs import MAIN_BRANCH
-from icecore.snapshots import Operation
+from icecore.spec.manifest import DataFile, FileContent
+from icecore.spec.refs import MAIN_BRANCH
+from icecore.spec.snapshots import Operation
 
 if TYPE_CHECKING:
     from icecore.table import Table

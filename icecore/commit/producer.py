@@ -23,13 +23,13 @@ from typing import TYPE_CHECKING, TypeVar
 
 from icecore.commit.update import TableUpdate
 from icecore.errors import CommitStateUnknownError, FileError, ValidationError
-from icecore.manifest import ManifestWriter
-from icecore.manifest_list import ManifestContent, ManifestFile, ManifestListWriter
-from icecore.metadata import TableMetadata
-from icecore.metadata_builder import MetadataBuilder, now_ms
-from icecore.partitioning import PartitionSpec
-from icecore.refs import MAIN_BRANCH
-from icecore.snapshots import Operation, Snapshot, SummaryCounts, build_summary
+from icecore.spec.manifest import ManifestWriter
+from icecore.spec.manifest_list import ManifestContent, ManifestFile, ManifestListWriter
+from icecore.spec.metadata import TableMetadata
+from icecore.spec.metadata_builder import MetadataBuilder, now_ms
+from icecore.spec.partitioning import PartitionSpec
+from icecore.spec.refs import MAIN_BRANCH
+from icecore.spec.snapshots import Operation, Snapshot, SummaryCounts, build_summary
 
 if TYPE_CHECKING:
     from icecore.table import Table

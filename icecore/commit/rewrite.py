@@ -21,11 +21,11 @@ from typing import TYPE_CHECKING, TypeVar
 from icecore.commit.merging import MergingSnapshotProducer
 from icecore.commit.validation import Validator
 from icecore.errors import ValidationError
-from icecore.manifest import DataFile, FileContent
-from icecore.manifest_list import ManifestFile
-from icecore.metadata import TableMetadata
-from icecore.refs import MAIN_BRANCH
-from icecore.snapshots import Operation, Snapshot
+from icecore.spec.manifest import DataFile, FileContent
+from icecore.spec.manifest_list import ManifestFile
+from icecore.spec.metadata import TableMetadata
+from icecore.spec.refs import MAIN_BRANCH
+from icecore.spec.snapshots import Operation, Snapshot
 
 if TYPE_CHECKING:
     from icecore.table import Table

@@ -19,7 +19,6 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from icecore.conversions import decoder
 from icecore.expressions import (
     AlwaysFalse,
     AlwaysTrue,
@@ -31,12 +30,13 @@ from icecore.expressions import (
     bind,
     rewrite_not,
 )
-from icecore.manifest import DataFile, FileContent
-from icecore.metadata import TableMetadata
-from icecore.projection import inclusive_projection
-from icecore.pruning import MetricsEvaluator, PartitionEvaluator
-from icecore.transforms import IdentityTransform
-from icecore.types import DoubleType, FloatType
+from icecore.expressions.projection import inclusive_projection
+from icecore.expressions.pruning import MetricsEvaluator, PartitionEvaluator
+from icecore.spec.conversions import decoder
+from icecore.spec.manifest import DataFile, FileContent
+from icecore.spec.metadata import TableMetadata
+from icecore.spec.transforms import IdentityTransform
+from icecore.spec.types import DoubleType, FloatType
 
 Check = Callable[[DataFile], bool]
 

@@ -16,7 +16,7 @@ from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING
 
 from icecore.errors import CommitFailedError, CommitStateUnknownError
-from icecore.metadata import TableMetadata
+from icecore.spec.metadata import TableMetadata
 
 if TYPE_CHECKING:
     from icecore.table import Table

@@ -17,16 +17,16 @@ from collections.abc import Collection, Iterable, Iterator
 from functools import cached_property
 
 from icecore.commit.row_filter import RowFilterMatcher
-from icecore.delete_index import DeleteFileIndex
 from icecore.errors import CommitConflictError, ValidationError
 from icecore.expressions import AlwaysTrue, BooleanExpression
+from icecore.expressions.pruning import ManifestEvaluator
 from icecore.io import FileIO
-from icecore.manifest import DataFile, EntryStatus, FileContent, ManifestEntry, read_manifest
-from icecore.manifest_list import ManifestContent, ManifestFile
-from icecore.metadata import TableMetadata
-from icecore.pruning import ManifestEvaluator
 from icecore.scan import snapshot_manifests
-from icecore.snapshots import Operation, Snapshot
+from icecore.scan.delete_index import DeleteFileIndex
+from icecore.spec.manifest import DataFile, EntryStatus, FileContent, ManifestEntry, read_manifest
+from icecore.spec.manifest_list import ManifestContent, ManifestFile
+from icecore.spec.metadata import TableMetadata
+from icecore.spec.snapshots import Operation, Snapshot
 
 # Which snapshots can hold what a check looks for (Java's VALIDATE_* operation sets).
 ADDS_DATA = frozenset({Operation.APPEND, Operation.OVERWRITE})

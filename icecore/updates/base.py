@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 from icecore.commit.update import TableUpdate
 from icecore.errors import CommitConflictError, NotFoundError, ValidationError
-from icecore.metadata import TableMetadata
+from icecore.spec.metadata import TableMetadata
 
 if TYPE_CHECKING:
     from icecore.table import Table

@@ -34,10 +34,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from icecore.errors import ValidationError
-from icecore.metadata import TableMetadata
-from icecore.metadata_builder import MetadataBuilder
-from icecore.metadata_builder import now_ms as current_time_ms
-from icecore.refs import MAIN_BRANCH
+from icecore.spec.metadata import TableMetadata
+from icecore.spec.metadata_builder import MetadataBuilder
+from icecore.spec.metadata_builder import now_ms as current_time_ms
+from icecore.spec.refs import MAIN_BRANCH
 from icecore.updates.base import ReplayedUpdate
 from icecore.updates.unreachable import UnreachableFiles, unreachable_files
 

@@ -14,8 +14,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from icecore.errors import ValidationError
-from icecore.metadata import TableMetadata
-from icecore.metadata_builder import MetadataBuilder
+from icecore.spec.metadata import TableMetadata
+from icecore.spec.metadata_builder import MetadataBuilder
 from icecore.updates.base import ReplayedUpdate
 
 if TYPE_CHECKING:

@@ -22,9 +22,9 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from icecore.errors import CommitConflictError, ValidationError
-from icecore.metadata import TableMetadata
-from icecore.metadata_builder import MetadataBuilder
-from icecore.refs import MAIN_BRANCH, SnapshotRef, SnapshotRefType
+from icecore.spec.metadata import TableMetadata
+from icecore.spec.metadata_builder import MetadataBuilder
+from icecore.spec.refs import MAIN_BRANCH, SnapshotRef, SnapshotRefType
 from icecore.updates.base import ReplayedUpdate
 
 if TYPE_CHECKING:

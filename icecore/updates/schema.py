@@ -20,10 +20,10 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from icecore.errors import CommitConflictError, ValidationError
-from icecore.metadata import TableMetadata
-from icecore.metadata_builder import MetadataBuilder
-from icecore.schema import Schema
-from icecore.types import IcebergType
+from icecore.spec.metadata import TableMetadata
+from icecore.spec.metadata_builder import MetadataBuilder
+from icecore.spec.schema import Schema
+from icecore.spec.types import IcebergType
 from icecore.updates.base import ReplayedUpdate
 from icecore.updates.schema_changes import SchemaChanges
 

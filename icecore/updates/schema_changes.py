@@ -15,8 +15,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 
 from icecore.errors import ValidationError
-from icecore.schema import Schema
-from icecore.types import (
+from icecore.spec.schema import Schema
+from icecore.spec.types import (
     DecimalType,
     DoubleType,
     FloatType,

@@ -13,10 +13,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from icecore.errors import ValidationError
-from icecore.metadata import TableMetadata
-from icecore.metadata_builder import MetadataBuilder
-from icecore.sorting import UNSORTED, NullOrder, SortDirection, SortField, SortOrder
-from icecore.transforms import Transform, parse_transform
+from icecore.spec.metadata import TableMetadata
+from icecore.spec.metadata_builder import MetadataBuilder
+from icecore.spec.sorting import UNSORTED, NullOrder, SortDirection, SortField, SortOrder
+from icecore.spec.transforms import Transform, parse_transform
 from icecore.updates.base import ReplayedUpdate
 
 if TYPE_CHECKING:

@@ -1,4 +1,4 @@
-"""Partition spec evolution as a commit, around `icecore.partitioning.PartitionSpecUpdate`.
+"""Partition spec evolution as a commit, around `icecore.spec.partitioning.PartitionSpecUpdate`.
 
     table.update_spec().add_field("ts", "day").remove_field("category").commit()
 
@@ -14,10 +14,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from icecore.metadata import WRITTEN_FORMAT_VERSION, TableMetadata
-from icecore.metadata_builder import MetadataBuilder
-from icecore.partitioning import PartitionSpec, PartitionSpecUpdate
-from icecore.transforms import Transform
+from icecore.spec.metadata import WRITTEN_FORMAT_VERSION, TableMetadata
+from icecore.spec.metadata_builder import MetadataBuilder
+from icecore.spec.partitioning import PartitionSpec, PartitionSpecUpdate
+from icecore.spec.transforms import Transform
 from icecore.updates.base import ReplayedUpdate
 
 if TYPE_CHECKING:

@@ -23,12 +23,12 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 from icecore.io import FileIO
-from icecore.manifest import FileContent, read_manifest
-from icecore.manifest_list import ManifestContent, ManifestFile
-from icecore.metadata import TableMetadata
-from icecore.partitioning import PartitionSpec
 from icecore.scan import snapshot_manifests
-from icecore.snapshots import Snapshot
+from icecore.spec.manifest import FileContent, read_manifest
+from icecore.spec.manifest_list import ManifestContent, ManifestFile
+from icecore.spec.metadata import TableMetadata
+from icecore.spec.partitioning import PartitionSpec
+from icecore.spec.snapshots import Snapshot
 
 _STATISTICS_KEYS = ("statistics", "partition-statistics")
 

@@ -11,7 +11,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from icecore.manifest import FileContent
+from icecore.spec.manifest import FileContent
 
 ROWS_PER_BATCH = 2_000
 

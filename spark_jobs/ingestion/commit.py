@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from icecore.commit.producer import SnapshotProducer
 from icecore.errors import CommitConflictError
-from icecore.metadata import TableMetadata
-from icecore.refs import MAIN_BRANCH
-from icecore.snapshots import Snapshot
+from icecore.spec.metadata import TableMetadata
+from icecore.spec.refs import MAIN_BRANCH
+from icecore.spec.snapshots import Snapshot
 
 BATCH_ID = "icefloe.batch-id"
 INGEST_MODE = "icefloe.ingest-mode"

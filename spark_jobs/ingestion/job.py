@@ -25,9 +25,9 @@ from pyspark.sql import types as T
 from icecore.catalog import Catalog
 from icecore.commit.producer import SnapshotProducer
 from icecore.errors import AlreadyExistsError, CommitStateUnknownError, NoSuchTableError
-from icecore.manifest import DataFile, FileContent
-from icecore.schema import Schema
-from icecore.sorting import NullOrder, SortDirection
+from icecore.spec.manifest import DataFile, FileContent
+from icecore.spec.schema import Schema
+from icecore.spec.sorting import NullOrder, SortDirection
 from icecore.table import Table
 from spark_jobs.common.errors import JobError
 from spark_jobs.common.session import configure

@@ -30,8 +30,8 @@ from pyspark.sql import types as T
 
 from icecore.errors import FileError
 from icecore.io import FileIO
-from icecore.schema import Schema
-from icecore.types import TimeType, UUIDType
+from icecore.spec.schema import Schema
+from icecore.spec.types import TimeType, UUIDType
 from spark_jobs.common.errors import JobError
 from spark_jobs.schema import arrow_source_schema, spark_type
 

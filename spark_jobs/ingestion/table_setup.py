@@ -14,12 +14,12 @@ from collections.abc import Mapping, Sequence
 
 from icecore.catalog import Catalog
 from icecore.errors import AlreadyExistsError, IcecoreError
-from icecore.partitioning import UNPARTITIONED, PartitionSpec, PartitionSpecUpdate
-from icecore.schema import Schema
-from icecore.sorting import UNSORTED, NullOrder, SortDirection, SortField, SortOrder
+from icecore.spec.partitioning import UNPARTITIONED, PartitionSpec, PartitionSpecUpdate
+from icecore.spec.schema import Schema
+from icecore.spec.sorting import UNSORTED, NullOrder, SortDirection, SortField, SortOrder
+from icecore.spec.transforms import Transform, parse_transform
+from icecore.spec.types import IcebergType
 from icecore.table import Table
-from icecore.transforms import Transform, parse_transform
-from icecore.types import IcebergType
 from spark_jobs.common.errors import JobError
 
 _TERM = re.compile(r"^\s*(?:(\w+)\s*\(\s*([^()]*?)\s*\)|([^\s()]+))\s*(.*?)\s*$", re.DOTALL)

@@ -28,10 +28,10 @@ from pyspark.sql import SparkSession
 
 from icecore.catalog import Catalog
 from icecore.errors import CommitConflictError, CommitStateUnknownError
-from icecore.expression_parser import parse_filter
 from icecore.expressions import BooleanExpression
-from icecore.manifest import DataFile
-from icecore.sorting import SortOrder
+from icecore.expressions.parser import parse_filter
+from icecore.spec.manifest import DataFile
+from icecore.spec.sorting import SortOrder
 from icecore.table import Table
 from spark_jobs.common.errors import JobError
 from spark_jobs.common.session import configure

@@ -28,8 +28,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from icecore.expressions import BooleanExpression
-from icecore.manifest import DataFile, FileContent
 from icecore.scan import FileScanTask, TableScan
+from icecore.spec.manifest import DataFile, FileContent
 from icecore.table import Table
 
 TARGET_FILE_SIZE = ("write.target-file-size-bytes", 512 * 1024 * 1024)

@@ -36,10 +36,10 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from icecore.manifest import DataFile, FileContent
-from icecore.partitioning import PartitionSpec
-from icecore.schema import Schema
-from icecore.sorting import SortOrder
+from icecore.spec.manifest import DataFile, FileContent
+from icecore.spec.partitioning import PartitionSpec
+from icecore.spec.schema import Schema
+from icecore.spec.sorting import SortOrder
 from icecore.table import Table
 from spark_jobs.common.session import isolated_session
 from spark_jobs.ingestion.job import sort_columns

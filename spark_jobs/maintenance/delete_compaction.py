@@ -52,10 +52,10 @@ from pyspark.sql import types as T
 
 from icecore.catalog import Catalog
 from icecore.errors import CommitConflictError, CommitStateUnknownError
-from icecore.expression_parser import parse_filter
-from icecore.manifest import DataFile, FileContent
+from icecore.expressions.parser import parse_filter
+from icecore.spec.manifest import DataFile, FileContent
+from icecore.spec.types import LongType, NestedField, StringType
 from icecore.table import Table
-from icecore.types import LongType, NestedField, StringType
 from spark_jobs.common.errors import JobError
 from spark_jobs.common.session import configure
 from spark_jobs.maintenance.compaction_plan import FileSizeBounds

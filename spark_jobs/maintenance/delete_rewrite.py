@@ -17,8 +17,8 @@ from typing import Any, TypeVar
 from icecore.commit.rewrite import RewriteFiles
 from icecore.commit.validation import Validator
 from icecore.errors import CommitConflictError
-from icecore.manifest import DataFile
-from icecore.refs import MAIN_BRANCH
+from icecore.spec.manifest import DataFile
+from icecore.spec.refs import MAIN_BRANCH
 from icecore.table import Table
 from spark_jobs.common.errors import JobError
 

@@ -41,7 +41,7 @@ from pyspark.sql import functions as F
 
 from icecore.catalog import Catalog
 from icecore.errors import CommitStateUnknownError
-from icecore.manifest import DataFile, FileContent
+from icecore.spec.manifest import DataFile, FileContent
 from icecore.table import Table
 from spark_jobs.common.errors import JobError
 from spark_jobs.common.session import configure

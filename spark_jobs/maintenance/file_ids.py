@@ -22,7 +22,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from icecore.types import NestedField
+from icecore.spec.types import NestedField
 from spark_jobs.maintenance.spark_paths import uri_to_path
 from spark_jobs.schema import FIELD_ID_KEY, spark_type
 

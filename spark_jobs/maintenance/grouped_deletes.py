@@ -17,10 +17,10 @@ from typing import Any
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from icecore.manifest import DataFile, FileContent
-from icecore.partitioning import PartitionSpec
-from icecore.schema import Schema
-from icecore.types import NestedField
+from icecore.spec.manifest import DataFile, FileContent
+from icecore.spec.partitioning import PartitionSpec
+from icecore.spec.schema import Schema
+from icecore.spec.types import NestedField
 from spark_jobs.common.errors import JobError
 from spark_jobs.maintenance.live_files import PartitionKey
 from spark_jobs.schema import FIELD_ID_KEY

@@ -17,15 +17,15 @@ from functools import cached_property
 from typing import Any
 
 from icecore.expressions import BooleanExpression
-from icecore.manifest import DataFile, FileContent, FileFormat, read_manifest
-from icecore.manifest_list import ManifestContent
-from icecore.projection import inclusive_projection
-from icecore.pruning import PartitionEvaluator
+from icecore.expressions.projection import inclusive_projection
+from icecore.expressions.pruning import PartitionEvaluator
 from icecore.scan import FileScanTask, snapshot_manifests
-from icecore.schema import Schema
-from icecore.snapshots import Snapshot
+from icecore.spec.manifest import DataFile, FileContent, FileFormat, read_manifest
+from icecore.spec.manifest_list import ManifestContent
+from icecore.spec.schema import Schema
+from icecore.spec.snapshots import Snapshot
+from icecore.spec.types import NestedField
 from icecore.table import Table
-from icecore.types import NestedField
 from spark_jobs.common.errors import JobError
 
 PartitionKey = tuple[int, tuple[Any, ...]]  # (spec id, partition tuple)

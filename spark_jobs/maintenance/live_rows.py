@@ -35,8 +35,8 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from icecore.manifest import DataFile, FileContent
-from icecore.schema import Schema
+from icecore.spec.manifest import DataFile, FileContent
+from icecore.spec.schema import Schema
 from spark_jobs.common.errors import JobError
 from spark_jobs.maintenance.compaction_plan import FileGroup
 from spark_jobs.maintenance.file_ids import URI, checked, local_frame, uri_rows

@@ -33,7 +33,7 @@ from icecore.catalog.locations import (
     protected_directories,
 )
 from icecore.io import FileIO
-from icecore.metadata import read_table_metadata
+from icecore.spec.metadata import read_table_metadata
 from spark_jobs.common.errors import JobError
 from spark_jobs.maintenance.referenced_files import referenced_files
 

@@ -19,8 +19,8 @@ from __future__ import annotations
 from icecore.catalog.base import METADATA_PATH, reachable_files
 from icecore.errors import FileError
 from icecore.io import FileIO
-from icecore.metadata import TableMetadata
 from icecore.scan import snapshot_manifests
+from icecore.spec.metadata import TableMetadata
 from spark_jobs.common.errors import JobError
 
 VERSION_HINT = "version-hint.text"

@@ -4,7 +4,7 @@ Iceberg's `uuid` is FIXED_LEN_BYTE_ARRAY(16) with the UUID logical type, `fixed[
 FIXED_LEN_BYTE_ARRAY(L), `time` is INT64 TIME(MICROS), and every field of a list or map
 (element, key, value) carries a field id. Spark's writer produces none of these, so for file
 sets with such columns each Spark task converts its Arrow batches to the Iceberg physical
-types (`icecore.arrow_schema`: a plain Arrow cast does it, from the Spark forms in
+types (`icecore.data.arrow_schema`: a plain Arrow cast does it, from the Spark forms in
 `spark_jobs.schema`) and writes them with pyarrow.
 
 Everything around the writer stays what Spark's writer does, so the rest of the pipeline
@@ -40,9 +40,9 @@ from pyspark import TaskContext
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from icecore.arrow_schema import arrow_schema
+from icecore.data.arrow_schema import arrow_schema
 from icecore.io import FileIO
-from icecore.schema import Schema
+from icecore.spec.schema import Schema
 from spark_jobs.common.errors import JobError
 from spark_jobs.schema import quote_name
 from spark_jobs.writing.metrics import MetricsConfig, decode, metrics_of

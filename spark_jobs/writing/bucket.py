@@ -4,7 +4,7 @@ Spark's own `hash()` cannot place rows in Iceberg's buckets: it is Murmur3 with 
 spec says 0) over Spark's byte layout, with a non-standard tail for strings. A row bucketed
 differently from how Java, Trino or icecore compute it lands in a partition whose readers'
 filters never look, so this module re-implements the spec's hash (Appendix B: Murmur3 x86
-32-bit, seed 0) over numpy arrays and is tested bit for bit against `icecore.hashing`.
+32-bit, seed 0) over numpy arrays and is tested bit for bit against `icecore.spec.hashing`.
 
 It lives here and not in icecore because it needs numpy, which icecore does not depend on;
 icecore's scalar transform stays the reference. Decimals, rare as bucket sources, go through
@@ -19,8 +19,8 @@ from decimal import Decimal
 import numpy as np
 import pyarrow as pa
 
-from icecore.transforms import BucketTransform
-from icecore.types import DecimalType
+from icecore.spec.transforms import BucketTransform
+from icecore.spec.types import DecimalType
 
 _C1 = np.uint32(0xCC9E2D51)
 _C2 = np.uint32(0x1B873593)

@@ -26,14 +26,14 @@ from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 
-from icecore.delete_index import DELETE_FILE_PATH_ID
 from icecore.errors import FileError
 from icecore.io import FileIO
-from icecore.manifest import DataFile, FileContent, FileFormat
-from icecore.metadata import TableMetadata
-from icecore.partitioning import PartitionSpec
-from icecore.schema import Schema
-from icecore.types import LongType, NestedField, StringType
+from icecore.scan.delete_index import DELETE_FILE_PATH_ID
+from icecore.spec.manifest import DataFile, FileContent, FileFormat
+from icecore.spec.metadata import TableMetadata
+from icecore.spec.partitioning import PartitionSpec
+from icecore.spec.schema import Schema
+from icecore.spec.types import LongType, NestedField, StringType
 from spark_jobs.common.errors import JobError
 from spark_jobs.schema import invalid_value, needs_arrow_writer
 from spark_jobs.writing.arrow_files import write_with_arrow

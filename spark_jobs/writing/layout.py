@@ -30,11 +30,11 @@ from urllib.parse import unquote
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from icecore.conversions import decimal_to_unscaled, unscaled_to_decimal
-from icecore.partitioning import PartitionField, PartitionSpec
-from icecore.schema import Schema
-from icecore.transforms import IdentityTransform
-from icecore.types import (
+from icecore.spec.conversions import decimal_to_unscaled, unscaled_to_decimal
+from icecore.spec.partitioning import PartitionField, PartitionSpec
+from icecore.spec.schema import Schema
+from icecore.spec.transforms import IdentityTransform
+from icecore.spec.types import (
     BinaryType,
     BooleanType,
     DateType,

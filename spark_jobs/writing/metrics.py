@@ -38,15 +38,15 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pyspark.sql import SparkSession
 
-from icecore.conversions import (
+from icecore.io import FileIO
+from icecore.spec.conversions import (
     to_bytes,
     truncate_lower_bound,
     truncate_upper_bound,
     unscaled_to_decimal,
 )
-from icecore.io import FileIO
-from icecore.schema import Schema
-from icecore.types import (
+from icecore.spec.schema import Schema
+from icecore.spec.types import (
     BinaryType,
     DecimalType,
     DoubleType,

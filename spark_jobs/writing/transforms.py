@@ -3,7 +3,7 @@
 A row's partition decides which file it goes to, and the partition tuple in the manifest
 tells readers which files to skip: both must be exactly what icecore's (and Java's)
 transforms give, or filtered reads miss rows. Each transform here is written against the
-spec's definition and tested value for value against `icecore.transforms`:
+spec's definition and tested value for value against `icecore.spec.transforms`:
 
 - time transforms work on Iceberg's integers (days since the epoch, microseconds), computed
   without Spark's session time zone: `timestamptz` through `unix_micros`, `timestamp`
@@ -28,7 +28,7 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from icecore.transforms import (
+from icecore.spec.transforms import (
     BucketTransform,
     DayTransform,
     HourTransform,
@@ -39,7 +39,7 @@ from icecore.transforms import (
     VoidTransform,
     YearTransform,
 )
-from icecore.types import (
+from icecore.spec.types import (
     BinaryType,
     DateType,
     DecimalType,

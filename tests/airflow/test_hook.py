@@ -10,8 +10,8 @@ import pytest
 from icefloe_airflow.hook import CatalogSettings, IcebergHook
 
 from icecore.errors import NoSuchTableError
-from icecore.schema import Schema
-from icecore.types import LongType, NestedField
+from icecore.spec.schema import Schema
+from icecore.spec.types import LongType, NestedField
 from spark_jobs.common.cli import job_parser, open_catalog
 from tests.support.catalogs import forget_catalog, postgres_unavailable, unique_catalog_name
 

@@ -21,11 +21,11 @@ from pyspark.sql import SparkSession
 from sqlalchemy import event
 
 from icecore.catalog import SqlCatalog
-from icecore.manifest import DataFile, FileContent, ManifestEntry, read_manifest
 from icecore.scan import snapshot_manifests
-from icecore.schema import Schema
+from icecore.spec.manifest import DataFile, FileContent, ManifestEntry, read_manifest
+from icecore.spec.schema import Schema
+from icecore.spec.types import LongType, NestedField, StringType, TimestampType
 from icecore.table import Table
-from icecore.types import LongType, NestedField, StringType, TimestampType
 from spark_jobs.ingestion.job import ingest
 from spark_jobs.ingestion.options import IngestOptions
 from spark_jobs.ingestion.table_setup import create_table, unpartitioned_spec

@@ -18,9 +18,9 @@ import pytest
 from pyspark.sql import SparkSession
 
 from icecore.catalog import SqlCatalog
-from icecore.manifest import FileContent
-from icecore.schema import Schema
-from icecore.types import LongType, NestedField, StringType, TimestampType
+from icecore.spec.manifest import FileContent
+from icecore.spec.schema import Schema
+from icecore.spec.types import LongType, NestedField, StringType, TimestampType
 from spark_jobs.common.cli import run
 from spark_jobs.convert_equality_deletes import main
 from spark_jobs.ingestion.table_setup import create_table

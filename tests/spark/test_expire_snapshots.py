@@ -25,11 +25,11 @@ from pyspark.sql import SparkSession
 
 from icecore.catalog import SqlCatalog
 from icecore.errors import ValidationError
-from icecore.manifest import read_manifest
 from icecore.scan import snapshot_manifests
-from icecore.schema import Schema
+from icecore.spec.manifest import read_manifest
+from icecore.spec.schema import Schema
+from icecore.spec.types import LongType, NestedField
 from icecore.table import Table
-from icecore.types import LongType, NestedField
 from spark_jobs.common.cli import run
 from spark_jobs.common.errors import JobError
 from spark_jobs.expire_snapshots import ExpireOptions, expire, main

@@ -25,8 +25,8 @@ from pyiceberg.table import StaticTable
 from pyspark.sql import DataFrame, SparkSession
 
 from icecore.catalog import SqlCatalog
-from icecore.manifest import FileContent, read_manifest
 from icecore.scan import snapshot_manifests
+from icecore.spec.manifest import FileContent, read_manifest
 from icecore.table import Table
 from spark_jobs.ingestion.job import ingest
 from spark_jobs.ingestion.options import IngestOptions

@@ -28,13 +28,21 @@ from pyiceberg.table import StaticTable
 from pyspark.sql import SparkSession
 
 from icecore.catalog import SqlCatalog
-from icecore.conversions import from_bytes
 from icecore.io import FileIO
-from icecore.manifest import DataFile, FileContent, read_manifest
-from icecore.metadata import TableMetadata, read_table_metadata
 from icecore.scan import snapshot_manifests
-from icecore.transforms import BucketTransform
-from icecore.types import FixedType, ListType, MapType, StringType, StructType, TimeType, UUIDType
+from icecore.spec.conversions import from_bytes
+from icecore.spec.manifest import DataFile, FileContent, read_manifest
+from icecore.spec.metadata import TableMetadata, read_table_metadata
+from icecore.spec.transforms import BucketTransform
+from icecore.spec.types import (
+    FixedType,
+    ListType,
+    MapType,
+    StringType,
+    StructType,
+    TimeType,
+    UUIDType,
+)
 from spark_jobs.common.errors import JobError
 from spark_jobs.ingestion.job import ingest
 from spark_jobs.ingestion.options import IngestOptions

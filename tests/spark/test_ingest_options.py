@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import pytest
 
-from icecore.schema import Schema
-from icecore.sorting import NullOrder, SortDirection
-from icecore.types import LongType, NestedField, StringType, StructType, TimestamptzType
+from icecore.spec.schema import Schema
+from icecore.spec.sorting import NullOrder, SortDirection
+from icecore.spec.types import LongType, NestedField, StringType, StructType, TimestamptzType
 from spark_jobs.common.errors import JobError
 from spark_jobs.ingestion.options import IngestOptions, build_parser, options_from_args
 from spark_jobs.ingestion.table_setup import partition_spec, sort_order, split_terms

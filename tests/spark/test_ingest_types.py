@@ -25,13 +25,13 @@ from pyiceberg.table import StaticTable
 from pyspark.sql import SparkSession
 
 from icecore.catalog import SqlCatalog
-from icecore.conversions import from_bytes
 from icecore.io import FileIO
-from icecore.manifest import read_manifest
-from icecore.metadata import read_table_metadata
 from icecore.scan import snapshot_manifests
-from icecore.schema import Schema
-from icecore.types import (
+from icecore.spec.conversions import from_bytes
+from icecore.spec.manifest import read_manifest
+from icecore.spec.metadata import read_table_metadata
+from icecore.spec.schema import Schema
+from icecore.spec.types import (
     DoubleType,
     FixedType,
     ListType,

@@ -26,10 +26,10 @@ from pyiceberg.types import LongType as PyLong
 from pyiceberg.types import NestedField as PyField
 
 from icecore.catalog import SqlCatalog
-from icecore.manifest import DataFile, FileFormat
-from icecore.schema import Schema
+from icecore.spec.manifest import DataFile, FileFormat
+from icecore.spec.schema import Schema
+from icecore.spec.types import LongType, NestedField
 from icecore.table import Table
-from icecore.types import LongType, NestedField
 from spark_jobs.common.errors import JobError
 from spark_jobs.expire_snapshots import ExpireOptions, expire
 from spark_jobs.remove_orphan_files import OrphanOptions, remove_orphans

@@ -46,7 +46,7 @@ from pyiceberg.types import LongType, NestedField, StringType
 from pyspark.sql import SparkSession
 
 from icecore.catalog import SqlCatalog
-from icecore.manifest import FileContent
+from icecore.spec.manifest import FileContent
 from spark_jobs.maintenance.compaction import RewriteDataFilesOptions, compact
 from spark_jobs.maintenance.delete_compaction import RewriteDeletesOptions, rewrite_position_deletes
 from tests.spark.delete_tables import live

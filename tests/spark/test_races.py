@@ -37,7 +37,7 @@ from pyspark.sql import SparkSession
 
 from icecore.catalog import SqlCatalog
 from icecore.errors import CommitConflictError
-from icecore.manifest import FileContent
+from icecore.spec.manifest import FileContent
 from icecore.table import Table
 from spark_jobs.expire_snapshots import ExpireOptions, expire
 from spark_jobs.maintenance.compaction import RewriteDataFilesOptions, compact

@@ -25,11 +25,11 @@ from pyiceberg.table import StaticTable
 from pyspark.sql import SparkSession
 
 from icecore.catalog import SqlCatalog
-from icecore.manifest import DataFile, FileFormat, ManifestWriter
 from icecore.scan import snapshot_manifests
-from icecore.schema import Schema
+from icecore.spec.manifest import DataFile, FileFormat, ManifestWriter
+from icecore.spec.schema import Schema
+from icecore.spec.types import LongType, NestedField
 from icecore.table import Table
-from icecore.types import LongType, NestedField
 from spark_jobs.common.cli import run
 from spark_jobs.common.errors import JobError
 from spark_jobs.maintenance.locations import (

@@ -26,7 +26,7 @@ from pyspark.sql import SparkSession
 
 from icecore.catalog import SqlCatalog
 from icecore.errors import CommitConflictError
-from icecore.manifest import FileContent
+from icecore.spec.manifest import FileContent
 from icecore.table import Table
 from spark_jobs.common.cli import run
 from spark_jobs.maintenance.compaction import RewriteDataFilesOptions, compact

@@ -3,8 +3,8 @@ files a commit may drop."""
 
 from __future__ import annotations
 
-from icecore.manifest import DataFile, FileContent, FileFormat
 from icecore.scan import FileScanTask
+from icecore.spec.manifest import DataFile, FileContent, FileFormat
 from spark_jobs.maintenance.compaction_plan import (
     CompactionOptions,
     CompactionPlan,

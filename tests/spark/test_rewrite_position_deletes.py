@@ -16,8 +16,8 @@ import pytest
 from pyspark.sql import SparkSession
 
 from icecore.catalog import SqlCatalog
-from icecore.manifest import FileContent
-from icecore.snapshots import Operation
+from icecore.spec.manifest import FileContent
+from icecore.spec.snapshots import Operation
 from spark_jobs.common.errors import JobError
 from spark_jobs.maintenance.delete_compaction import RewriteDeletesOptions, rewrite_position_deletes
 from spark_jobs.rewrite_position_deletes import main

@@ -20,10 +20,10 @@ import pytest
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from icecore.partitioning import UNPARTITIONED, PartitionSpecUpdate
-from icecore.schema import Schema
-from icecore.transforms import BucketTransform, parse_transform
-from icecore.types import (
+from icecore.spec.partitioning import UNPARTITIONED, PartitionSpecUpdate
+from icecore.spec.schema import Schema
+from icecore.spec.transforms import BucketTransform, parse_transform
+from icecore.spec.types import (
     BinaryType,
     BooleanType,
     DateType,

@@ -21,13 +21,13 @@ import pytest
 from sqlalchemy import create_engine, delete, text
 
 from icecore.catalog.sql import NAMESPACE_PROPERTIES, TABLES, SqlCatalog
-from icecore.manifest import DataFile, FileFormat, ManifestWriter, read_manifest
-from icecore.manifest_list import ManifestListWriter
-from icecore.metadata import TableMetadata
-from icecore.metadata_builder import MetadataBuilder
-from icecore.refs import MAIN_BRANCH
 from icecore.scan import snapshot_manifests
-from icecore.snapshots import Operation, Snapshot, SummaryCounts, build_summary
+from icecore.spec.manifest import DataFile, FileFormat, ManifestWriter, read_manifest
+from icecore.spec.manifest_list import ManifestListWriter
+from icecore.spec.metadata import TableMetadata
+from icecore.spec.metadata_builder import MetadataBuilder
+from icecore.spec.refs import MAIN_BRANCH
+from icecore.spec.snapshots import Operation, Snapshot, SummaryCounts, build_summary
 from icecore.table import Table
 
 from .parquet import to_arrow, write_parquet

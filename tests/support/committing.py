@@ -16,18 +16,18 @@ from typing import Any
 import pytest
 
 from icecore.catalog.sql import SqlCatalog
-from icecore.manifest import DataFile, EntryStatus, ManifestEntry, read_manifest
-from icecore.manifest_list import ManifestFile
-from icecore.metadata import TableMetadata
-from icecore.metadata_builder import MetadataBuilder
-from icecore.partitioning import PartitionField, PartitionSpec
-from icecore.refs import SnapshotRef, SnapshotRefType
 from icecore.scan import snapshot_manifests
-from icecore.schema import Schema
-from icecore.snapshots import Snapshot
+from icecore.spec.manifest import DataFile, EntryStatus, ManifestEntry, read_manifest
+from icecore.spec.manifest_list import ManifestFile
+from icecore.spec.metadata import TableMetadata
+from icecore.spec.metadata_builder import MetadataBuilder
+from icecore.spec.partitioning import PartitionField, PartitionSpec
+from icecore.spec.refs import SnapshotRef, SnapshotRefType
+from icecore.spec.schema import Schema
+from icecore.spec.snapshots import Snapshot
+from icecore.spec.transforms import parse_transform
+from icecore.spec.types import LongType, NestedField, StringType
 from icecore.table import Table
-from icecore.transforms import parse_transform
-from icecore.types import LongType, NestedField, StringType
 
 from .catalogs import BACKENDS, catalog_uri, forget_catalog, unique_catalog_name
 from .reader import scan_rows

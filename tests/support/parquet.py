@@ -16,9 +16,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from icecore.arrow_schema import arrow_schema, arrow_type
-from icecore.conversions import to_bytes, unscaled_to_decimal
-from icecore.types import (
+from icecore.data.arrow_schema import arrow_schema, arrow_type
+from icecore.spec.conversions import to_bytes, unscaled_to_decimal
+from icecore.spec.types import (
     BinaryType,
     DecimalType,
     DoubleType,

@@ -16,13 +16,13 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from icecore.arrow_schema import FIELD_ID_KEY
+from icecore.data.arrow_schema import FIELD_ID_KEY
 from icecore.io import FileIO
-from icecore.manifest import DataFile
-from icecore.metadata import TableMetadata
 from icecore.scan import FileScanTask, TableScan
-from icecore.schema import Schema
-from icecore.types import IcebergType, NestedField, StructType, UUIDType
+from icecore.spec.manifest import DataFile
+from icecore.spec.metadata import TableMetadata
+from icecore.spec.schema import Schema
+from icecore.spec.types import IcebergType, NestedField, StructType, UUIDType
 
 from .tables import DELETE_FILE_PATH, DELETE_POS
 

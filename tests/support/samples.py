@@ -8,12 +8,12 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from icecore.manifest import DataFile
-from icecore.partitioning import PartitionField, PartitionSpec
-from icecore.schema import Schema
-from icecore.snapshots import Snapshot
-from icecore.transforms import parse_transform
-from icecore.types import (
+from icecore.spec.manifest import DataFile
+from icecore.spec.partitioning import PartitionField, PartitionSpec
+from icecore.spec.schema import Schema
+from icecore.spec.snapshots import Snapshot
+from icecore.spec.transforms import parse_transform
+from icecore.spec.types import (
     BinaryType,
     BooleanType,
     DateType,

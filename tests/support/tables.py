@@ -21,15 +21,15 @@ from pathlib import Path
 from typing import Any
 
 from icecore.io import FileIO
-from icecore.manifest import DataFile, FileContent, FileFormat, ManifestEntry, ManifestWriter
-from icecore.manifest import read_manifest as _read_manifest
-from icecore.manifest_list import ManifestContent, ManifestFile, ManifestListWriter
-from icecore.metadata import TableMetadata, read_table_metadata, write_table_metadata
-from icecore.partitioning import UNPARTITIONED, PartitionField, PartitionSpec
-from icecore.refs import MAIN_BRANCH, SnapshotRef, SnapshotRefType
 from icecore.scan import snapshot_manifests
-from icecore.schema import Schema
-from icecore.snapshots import (
+from icecore.spec.manifest import DataFile, FileContent, FileFormat, ManifestEntry, ManifestWriter
+from icecore.spec.manifest import read_manifest as _read_manifest
+from icecore.spec.manifest_list import ManifestContent, ManifestFile, ManifestListWriter
+from icecore.spec.metadata import TableMetadata, read_table_metadata, write_table_metadata
+from icecore.spec.partitioning import UNPARTITIONED, PartitionField, PartitionSpec
+from icecore.spec.refs import MAIN_BRANCH, SnapshotRef, SnapshotRefType
+from icecore.spec.schema import Schema
+from icecore.spec.snapshots import (
     MetadataLogEntry,
     Operation,
     Snapshot,
@@ -37,8 +37,8 @@ from icecore.snapshots import (
     SummaryCounts,
     build_summary,
 )
-from icecore.transforms import parse_transform
-from icecore.types import LongType, NestedField, StringType
+from icecore.spec.transforms import parse_transform
+from icecore.spec.types import LongType, NestedField, StringType
 
 from .parquet import to_arrow, write_parquet
 

@@ -12,7 +12,7 @@ from functools import cached_property
 from typing import Any
 
 from icecore.errors import ValidationError
-from icecore.types import IcebergType, ListType, MapType, NestedField, StructType
+from icecore.spec.types import IcebergType, ListType, MapType, NestedField, StructType
 
 
 def _walk(struct: StructType, prefix: str = "") -> Iterator[tuple[str, NestedField]]:

@@ -7,7 +7,7 @@ from enum import Enum
 from typing import Any
 
 from icecore.errors import ValidationError
-from icecore.transforms import Transform, parse_transform
+from icecore.spec.transforms import Transform, parse_transform
 
 
 class SortDirection(Enum):

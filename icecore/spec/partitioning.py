@@ -12,8 +12,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from icecore.errors import ValidationError
-from icecore.schema import Schema
-from icecore.transforms import (
+from icecore.spec.schema import Schema
+from icecore.spec.transforms import (
     BucketTransform,
     IdentityTransform,
     TimeTransform,
@@ -22,7 +22,7 @@ from icecore.transforms import (
     VoidTransform,
     parse_transform,
 )
-from icecore.types import IcebergType, ListType, MapType, NestedField, StructType
+from icecore.spec.types import IcebergType, ListType, MapType, NestedField, StructType
 
 PARTITION_FIELD_ID_START = 1000
 

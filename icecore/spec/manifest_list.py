@@ -14,10 +14,7 @@ from enum import IntEnum
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from icecore.avro_schema import MANIFEST_FILE, manifest_list_avro_schema
-from icecore.conversions import encoder
-from icecore.errors import ValidationError
-from icecore.manifest_io import (
+from icecore.avro.container import (
     AvroFile,
     field_type,
     non_null,
@@ -27,7 +24,10 @@ from icecore.manifest_io import (
     with_field_type,
     write_avro,
 )
-from icecore.types import DoubleType, FloatType, IcebergType, UUIDType
+from icecore.avro.schema import MANIFEST_FILE, manifest_list_avro_schema
+from icecore.errors import ValidationError
+from icecore.spec.conversions import encoder
+from icecore.spec.types import DoubleType, FloatType, IcebergType, UUIDType
 
 if TYPE_CHECKING:
     from icecore.io import FileIO

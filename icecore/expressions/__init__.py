@@ -2,8 +2,8 @@
 
 Filters are written against names (`equal("id", 5)`) and bound to a schema before use. Binding
 resolves the name to a field id, which is what survives column renames, and converts each
-literal to the column's in-memory value (see `icecore.literals`), so evaluators compare like
-with like and never guess. Constructors simplify as they go (`And(x, AlwaysFalse())` is
+literal to the column's in-memory value (see `icecore.expressions.literals`), so evaluators
+compare like with like and never guess. Constructors simplify as they go (`And(x, AlwaysFalse())` is
 `AlwaysFalse()`), which keeps planning from evaluating branches that cannot change the answer.
 """
 
@@ -16,9 +16,9 @@ from enum import Enum
 from typing import Any
 
 from icecore.errors import ValidationError
-from icecore.literals import to_literal
-from icecore.schema import Schema
-from icecore.types import DoubleType, FloatType, NestedField, StructType
+from icecore.expressions.literals import to_literal
+from icecore.spec.schema import Schema
+from icecore.spec.types import DoubleType, FloatType, NestedField, StructType
 
 
 class Operation(Enum):

@@ -14,12 +14,12 @@ from dataclasses import replace
 from typing import Any
 
 from icecore.errors import ValidationError
-from icecore.metadata import TableMetadata
-from icecore.partitioning import PARTITION_FIELD_ID_START, UNPARTITIONED, PartitionSpec
-from icecore.refs import MAIN_BRANCH, SnapshotRef, SnapshotRefType
-from icecore.schema import Schema
-from icecore.snapshots import MetadataLogEntry, Snapshot, SnapshotLogEntry
-from icecore.sorting import UNSORTED, SortOrder
+from icecore.spec.metadata import TableMetadata
+from icecore.spec.partitioning import PARTITION_FIELD_ID_START, UNPARTITIONED, PartitionSpec
+from icecore.spec.refs import MAIN_BRANCH, SnapshotRef, SnapshotRefType
+from icecore.spec.schema import Schema
+from icecore.spec.snapshots import MetadataLogEntry, Snapshot, SnapshotLogEntry
+from icecore.spec.sorting import UNSORTED, SortOrder
 
 PREVIOUS_VERSIONS_MAX = "write.metadata.previous-versions-max"
 PREVIOUS_VERSIONS_MAX_DEFAULT = 100

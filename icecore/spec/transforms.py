@@ -3,7 +3,7 @@
 A transform turns a source value into a partition value. Writers, scan planning and
 compaction all have to agree on it bit for bit: a value put in the wrong partition is a row
 that a filtered query never sees. Values use icecore's in-memory representation (see
-`icecore.types`): dates are days since 1970-01-01, times and timestamps are microseconds.
+`icecore.spec.types`): dates are days since 1970-01-01, times and timestamps are microseconds.
 
 Because a date and a timestamp are both plain ints, time transforms need the source type to
 know what an int means; pass it to `apply` (it is always at hand from the schema). Every
@@ -25,10 +25,10 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, ClassVar
 
-from icecore.conversions import decimal_to_unscaled, unscaled_to_decimal
 from icecore.errors import ValidationError
-from icecore.hashing import BUCKETABLE_TYPES, bucket_hash
-from icecore.types import (
+from icecore.spec.conversions import decimal_to_unscaled, unscaled_to_decimal
+from icecore.spec.hashing import BUCKETABLE_TYPES, bucket_hash
+from icecore.spec.types import (
     BinaryType,
     DateType,
     DecimalType,

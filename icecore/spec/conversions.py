@@ -20,7 +20,7 @@ from functools import cache
 from typing import Any
 
 from icecore.errors import ValidationError
-from icecore.types import (
+from icecore.spec.types import (
     BinaryType,
     BooleanType,
     DateType,

@@ -23,7 +23,15 @@ from enum import IntEnum, StrEnum
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from icecore.avro_schema import (
+from icecore.avro.container import (
+    AvroFile,
+    field_type,
+    rename_fields,
+    select,
+    with_field_type,
+    write_avro,
+)
+from icecore.avro.schema import (
     DATA_FILE_ID,
     FIELD_ID,
     METRICS_FIELD_IDS,
@@ -34,26 +42,18 @@ from icecore.avro_schema import (
     manifest_entry_type,
 )
 from icecore.errors import ValidationError
-from icecore.manifest_io import (
-    AvroFile,
-    field_type,
-    rename_fields,
-    select,
-    with_field_type,
-    write_avro,
-)
-from icecore.manifest_list import (
+from icecore.spec.manifest_list import (
     UNASSIGNED_SEQ,
     ManifestContent,
     ManifestFile,
     PartitionFieldStats,
 )
-from icecore.types import StructType
+from icecore.spec.types import StructType
 
 if TYPE_CHECKING:
     from icecore.io import FileIO
-    from icecore.partitioning import PartitionSpec
-    from icecore.schema import Schema
+    from icecore.spec.partitioning import PartitionSpec
+    from icecore.spec.schema import Schema
 
 FORMAT_VERSION = 2
 

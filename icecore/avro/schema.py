@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from icecore.errors import ValidationError
-from icecore.types import (
+from icecore.spec.types import (
     BinaryType,
     BooleanType,
     DateType,

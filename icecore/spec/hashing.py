@@ -11,9 +11,9 @@ import uuid
 from decimal import Decimal
 from typing import Any
 
-from icecore.conversions import decimal_to_unscaled
 from icecore.errors import ValidationError
-from icecore.types import (
+from icecore.spec.conversions import decimal_to_unscaled
+from icecore.spec.types import (
     BinaryType,
     DateType,
     DecimalType,

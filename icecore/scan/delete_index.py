@@ -22,7 +22,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from icecore.manifest import DataFile, FileContent
+from icecore.spec.manifest import DataFile, FileContent
 
 # Reserved field ids of position delete files (spec: "Position Delete Files").
 DELETE_FILE_PATH_ID = 2147483546

@@ -14,7 +14,7 @@ from collections.abc import Iterable
 import pyarrow as pa
 
 from icecore.errors import ValidationError
-from icecore.types import (
+from icecore.spec.types import (
     BinaryType,
     BooleanType,
     DateType,

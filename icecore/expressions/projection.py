@@ -12,7 +12,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from icecore.conversions import decimal_to_unscaled, unscaled_to_decimal
 from icecore.expressions import (
     AlwaysTrue,
     And,
@@ -23,16 +22,17 @@ from icecore.expressions import (
     bind,
     rewrite_not,
 )
-from icecore.partitioning import PartitionField, PartitionSpec
-from icecore.schema import Schema
-from icecore.transforms import (
+from icecore.spec.conversions import decimal_to_unscaled, unscaled_to_decimal
+from icecore.spec.partitioning import PartitionField, PartitionSpec
+from icecore.spec.schema import Schema
+from icecore.spec.transforms import (
     BucketTransform,
     DayTransform,
     IdentityTransform,
     TimeTransform,
     TruncateTransform,
 )
-from icecore.types import (
+from icecore.spec.types import (
     BinaryType,
     DateType,
     DecimalType,

@@ -19,9 +19,9 @@ from collections.abc import Callable
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-from icecore.conversions import decimal_to_unscaled, unscaled_to_decimal
 from icecore.errors import ValidationError
-from icecore.types import (
+from icecore.spec.conversions import decimal_to_unscaled, unscaled_to_decimal
+from icecore.spec.types import (
     BinaryType,
     BooleanType,
     DateType,

@@ -12,7 +12,7 @@ from enum import Enum
 from typing import Any
 
 from icecore.errors import ValidationError
-from icecore.jsonfields import get_int, get_str, require_object
+from icecore.spec.jsonfields import get_int, get_str, require_object
 
 MAIN_BRANCH = "main"
 

@@ -25,18 +25,18 @@ from typing import Any, TypeVar
 
 from icecore.errors import MetadataError, NotFoundError, ValidationError
 from icecore.io import FileIO
-from icecore.jsonfields import (
+from icecore.spec.jsonfields import (
     get_int,
     get_str,
     get_string_map,
     require_list,
     require_object,
 )
-from icecore.partitioning import PARTITION_FIELD_ID_START, PartitionSpec, fields_from_json
-from icecore.refs import MAIN_BRANCH, SnapshotRef, SnapshotRefType
-from icecore.schema import Schema
-from icecore.snapshots import MetadataLogEntry, Snapshot, SnapshotLogEntry
-from icecore.sorting import UNSORTED, SortOrder
+from icecore.spec.partitioning import PARTITION_FIELD_ID_START, PartitionSpec, fields_from_json
+from icecore.spec.refs import MAIN_BRANCH, SnapshotRef, SnapshotRefType
+from icecore.spec.schema import Schema
+from icecore.spec.snapshots import MetadataLogEntry, Snapshot, SnapshotLogEntry
+from icecore.spec.sorting import UNSORTED, SortOrder
 
 T = TypeVar("T")
 

@@ -1,7 +1,7 @@
 """The Avro container under manifests and manifest lists: reading by field id, and writing.
 
 Reading parses the container (header, blocks, codecs) here and decodes records with
-`icecore.avro_decoder`, which is several times faster than fastavro's record reader on
+`icecore.avro.decoder`, which is several times faster than fastavro's record reader on
 manifests; writing, which is not on a hot path, goes through fastavro.
 
 Columns are resolved by field id, never by name (spec Appendix A): names differ between
@@ -23,8 +23,8 @@ from typing import TYPE_CHECKING, Any
 
 import fastavro
 
-from icecore.avro_decoder import Decoder, compile_decoder, read_bytes, read_long
-from icecore.avro_schema import FIELD_ID
+from icecore.avro.decoder import Decoder, compile_decoder, read_bytes, read_long
+from icecore.avro.schema import FIELD_ID
 from icecore.errors import FileError, ManifestError
 
 if TYPE_CHECKING:

@@ -18,22 +18,22 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import TypeVar
 
-from icecore.delete_index import DeleteFileIndex
 from icecore.errors import ValidationError
 from icecore.expressions import AlwaysTrue, BooleanExpression
+from icecore.expressions.projection import inclusive_projection
+from icecore.expressions.pruning import ManifestEvaluator, MetricsEvaluator, PartitionEvaluator
 from icecore.io import FileIO
-from icecore.manifest import (
+from icecore.scan.delete_index import DeleteFileIndex
+from icecore.spec.manifest import (
     DataFile,
     FileContent,
     ManifestEntry,
     manifest_file_from_path,
     read_manifest,
 )
-from icecore.manifest_list import ManifestContent, ManifestFile, read_manifest_list
-from icecore.metadata import TableMetadata
-from icecore.projection import inclusive_projection
-from icecore.pruning import ManifestEvaluator, MetricsEvaluator, PartitionEvaluator
-from icecore.snapshots import Snapshot
+from icecore.spec.manifest_list import ManifestContent, ManifestFile, read_manifest_list
+from icecore.spec.metadata import TableMetadata
+from icecore.spec.snapshots import Snapshot
 
 T = TypeVar("T")
 

@@ -22,7 +22,6 @@ from bisect import bisect_left
 from collections.abc import Callable
 from typing import Any
 
-from icecore.conversions import decoder
 from icecore.errors import ValidationError
 from icecore.expressions import (
     AlwaysFalse,
@@ -35,10 +34,11 @@ from icecore.expressions import (
     bind,
     rewrite_not,
 )
-from icecore.partitioning import PartitionSpec
-from icecore.projection import inclusive_projection
-from icecore.schema import Schema
-from icecore.types import DoubleType, FloatType, StructType
+from icecore.expressions.projection import inclusive_projection
+from icecore.spec.conversions import decoder
+from icecore.spec.partitioning import PartitionSpec
+from icecore.spec.schema import Schema
+from icecore.spec.types import DoubleType, FloatType, StructType
 
 Check = Callable[[Any], bool]
 

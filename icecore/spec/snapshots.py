@@ -15,7 +15,7 @@ from enum import Enum
 from typing import Any
 
 from icecore.errors import ValidationError
-from icecore.jsonfields import (
+from icecore.spec.jsonfields import (
     get_int,
     get_str,
     get_string_map,
