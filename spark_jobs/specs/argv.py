@@ -1,0 +1,113 @@
+"""A job's command line, derived from its options class.
+
+    spark-submit spark_jobs/<job>.py --warehouse /data/wh --table db.events [job options]
+
+The catalog options every job shares come first (`CatalogArgs`); then the job's own, one flag
+per option of its `JobOptions` class (booleans take an optional `true`/`false`, so
+`--rewrite-all` and `--partial-progress.enabled false` both work; repeatable kinds append).
+argparse only collects text: values are checked and typed by the options class, so the
+command line, the Airflow form and the Python API refuse a value in the same words.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from spark_jobs.specs.options import BOOLEAN, JobOptions, JobSpec, Option, OptionError
+
+CATALOG_URI_ENV = "ICEFLOE_CATALOG_URI"
+
+
+@dataclass(frozen=True)
+class CatalogArgs:
+    """Where the table is: the catalog options every job shares."""
+
+    uri: str | None = None
+    name: str = "default"
+    warehouse: str | None = None
+    properties: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class JobArgs:
+    catalog: CatalogArgs
+    options: JobOptions
+
+
+def _property(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise argparse.ArgumentTypeError(f"expected K=V, got {text!r}")
+    return key.strip(), value
+
+
+def _add_catalog_options(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("catalog (shared by every job)")
+    group.add_argument(
+        "--catalog-uri",
+        metavar="URI",
+        help=f"SQLAlchemy URL of the catalog database (default: ${CATALOG_URI_ENV}, else the "
+        "SQLite file catalog.db in the warehouse)",
+    )
+    group.add_argument(
+        "--catalog-property",
+        metavar="K=V",
+        action="append",
+        default=[],
+        type=_property,
+        help="catalog property, e.g. s3.endpoint=http://minio:9000 (repeatable)",
+    )
+    group.add_argument(
+        "--catalog-name", metavar="NAME", default="default", help="catalog name (default: default)"
+    )
+    group.add_argument("--warehouse", metavar="PATH_OR_URI", help="where new tables go")
+
+
+def _metavar(option: Option) -> str:
+    return option.kind.name.upper().replace(" ", "_")
+
+
+def _help(option: Option) -> str:
+    default = option.default
+    shown = "" if default in (None, [], {}, False) else f" (default {option.show(default)})"
+    return f"{option.help}{shown}".replace("%", "%%")
+
+
+def build_parser(spec: JobSpec) -> argparse.ArgumentParser:
+    """The job's parser; options not given stay out of the namespace, so the options
+    class's defaults apply."""
+    parser = argparse.ArgumentParser(prog=spec.name, description=f"{spec.summary}.")
+    _add_catalog_options(parser)
+    group = parser.add_argument_group(spec.name)
+    for option in spec.options.options():
+        kwargs: dict[str, object] = {
+            "dest": option.name,
+            "default": argparse.SUPPRESS,
+            "help": _help(option),
+        }
+        if option.kind is BOOLEAN:
+            kwargs.update(nargs="?", const="true", metavar="BOOL")
+        else:
+            kwargs["metavar"] = _metavar(option)
+        if option.kind.repeated:
+            kwargs["action"] = "append"
+        group.add_argument(option.flag, *option.aliases, **kwargs)  # type: ignore[arg-type]
+    return parser
+
+
+def parse_job_args(spec: JobSpec, argv: Sequence[str] | None) -> JobArgs:
+    """The catalog and the checked options; SystemExit(2) from argparse for a malformed
+    command line, OptionError for a value the job cannot take."""
+    namespace = vars(build_parser(spec).parse_args(argv))
+    catalog = CatalogArgs(
+        uri=namespace.pop("catalog_uri"),
+        name=namespace.pop("catalog_name"),
+        warehouse=namespace.pop("warehouse"),
+        properties=dict(namespace.pop("catalog_property")),
+    )
+    for option in spec.options.options():
+        if option.cli_required and namespace.get(option.name) is None:
+            raise OptionError(option, "required")
+    return JobArgs(catalog, spec.options(**namespace))
