@@ -22,6 +22,8 @@ from typing import Any
 
 from airflow.plugins_manager import AirflowPlugin
 
+from icefloe_airflow import run_notes
+
 URL_PREFIX = "/icefloe"
 
 
@@ -47,6 +49,8 @@ class IcefloePlugin(AirflowPlugin):
             "url_route": "icefloe",
         }
     ]
+
+    listeners = [run_notes]  # noqa: RUF012 (as above)
 
     @property
     def fastapi_apps(self) -> list[dict[str, Any]]:  # type: ignore[override]

@@ -57,6 +57,14 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from spark_jobs.specs.grammar import (
+    DURATION_EXAMPLE,
+    format_duration_ms,
+    parse_duration_ms,
+    parse_ratio,
+    parse_size,
+)
+
 if TYPE_CHECKING:
     from icecore.health import FileHealth, HealthReport
     from icecore.table import Table
@@ -69,37 +77,26 @@ JOB_ORDER = (
     "remove_orphan_files",
 )
 
-_UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
-_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)\s*(ms|s|m|h|d|w)", re.IGNORECASE)
-_DURATION = re.compile(r"\s*(?:\d+(?:\.\d+)?\s*(?:ms|s|m|h|d|w)\s*)+", re.IGNORECASE)
-
 
 def parse_duration(value: Any, key: str = "duration") -> timedelta:
-    """`7d`, `36h`, `1d12h`, `90m`, `0s` (the jobs' syntax), a timedelta, or a number of
-    seconds; ValueError naming `key` otherwise."""
+    """A duration in the jobs' grammar (`7d`, `36h`, `1d12h`, `90m`; see
+    `spark_jobs.specs.grammar`) or a timedelta; ValueError naming `key` otherwise. A bare
+    number is refused, as everywhere: seconds or milliseconds would be a guess."""
     if isinstance(value, timedelta):
-        result = value
-    elif isinstance(value, bool):
-        raise ValueError(f"{key}: expected a duration such as 7d, got {value!r}")
-    elif isinstance(value, int | float):
-        result = timedelta(seconds=value)
-    elif isinstance(value, str) and _DURATION.fullmatch(value):
-        seconds = sum(float(n) * _UNITS[u.lower()] for n, u in _DURATION_PART.findall(value))
-        result = timedelta(seconds=seconds)
-    else:
-        raise ValueError(
-            f"{key}: invalid duration {value!r}; use a number and a unit (ms, s, m, h, d, w), "
-            "e.g. 7d"
-        )
-    if result < timedelta(0):
-        raise ValueError(f"{key}: duration must not be negative, got {value!r}")
-    return result
+        if value < timedelta(0):
+            raise ValueError(f"{key}: duration must not be negative, got {value!r}")
+        return value
+    if not isinstance(value, str):
+        raise ValueError(f"{key}: expected a duration such as {DURATION_EXAMPLE}, got {value!r}")
+    try:
+        return timedelta(milliseconds=parse_duration_ms(value))
+    except ValueError as exc:
+        raise ValueError(f"{key}: {exc}") from None
 
 
 def format_duration(value: timedelta) -> str:
-    """A timedelta in the jobs' syntax (`432000s`), exact to the millisecond."""
-    ms = round(value.total_seconds() * 1000)
-    return f"{ms // 1000}s" if ms % 1000 == 0 else f"{ms}ms"
+    """A timedelta in the jobs' grammar, as short as it is exact (`5d`, `1d12h`, `250ms`)."""
+    return format_duration_ms(round(value.total_seconds() * 1000))
 
 
 @dataclass(frozen=True)
@@ -136,7 +133,8 @@ class MaintenancePolicy:
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any] | None) -> MaintenancePolicy:
         """A policy from a config mapping (tables.yaml, a DAG Param); keys may use dashes;
-        durations as `7d`/`12h` or seconds. Unknown keys are refused by name."""
+        durations as `7d`/`12h`, sizes as `512MB`, ratios as `0.1` or `10%`. Unknown keys are
+        refused by name."""
         if not values:
             return cls()
         fields = {f.name: f for f in dataclasses.fields(cls)}
@@ -185,17 +183,40 @@ class MaintenancePolicy:
 
 
 def _convert(key: str, value: Any, default: Any) -> Any:
-    """One config value as the field's type; ValueError naming the key."""
+    """One config value as the field's type, in the jobs' grammar; ValueError naming the
+    key."""
     if isinstance(default, timedelta):
         return parse_duration(value, key)
-    if key == "target_file_size_bytes" and value is None:
-        return None
+    if key == "target_file_size_bytes":
+        if value is None:
+            return None
+        try:
+            return parse_size(value)
+        except ValueError as exc:
+            raise ValueError(f"{key}: {exc}") from None
+    if isinstance(default, float) and isinstance(value, str):
+        try:
+            return parse_ratio(value, maximum=float("inf"))
+        except ValueError as exc:
+            raise ValueError(f"{key}: {exc}") from None
     expected: type = float if isinstance(default, float) else int
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise ValueError(f"{key}: expected a number, got {value!r}")
     if expected is int and value != int(value):
         raise ValueError(f"{key}: expected a whole number, got {value!r}")
     return expected(value)
+
+
+@dataclass(frozen=True)
+class JobDecision:
+    """Whether a job is due on a table, and why (or why not)."""
+
+    job: str
+    due: bool
+    reason: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"job": self.job, "due": self.due, "reason": self.reason}
 
 
 @dataclass(frozen=True)
@@ -242,46 +263,67 @@ def _expirable(report: HealthReport, policy: MaintenancePolicy) -> bool:
     )
 
 
-def _cadence_due(last: datetime | None, interval: timedelta, now: datetime) -> str | None:
+def _ago(delta: timedelta) -> str:
+    """`3d4h`, `12m`: the two largest units of a past interval, for reasons."""
+    text = format_duration(timedelta(seconds=max(0, round(delta.total_seconds()))))
+    parts = re.findall(r"\d+[a-z]+", text)
+    return "".join(parts[:2])
+
+
+def _cadence(last: datetime | None, interval: timedelta, now: datetime) -> tuple[bool, str]:
     if last is None:
-        return "never ran successfully"
+        return True, "never ran successfully"
     if now - last >= interval:
-        return f"last success {now - last} ago >= interval {interval}"
-    return None
+        return True, f"last success {_ago(now - last)} ago, every {format_duration(interval)}"
+    return False, f"last success {_ago(now - last)} ago, every {format_duration(interval)}"
 
 
-def due_jobs(
+def job_decisions(
     report: HealthReport,
     policy: MaintenancePolicy,
     last_runs: Mapping[str, datetime | None],
     now: datetime,
-) -> list[DueJob]:
-    """The jobs the table needs now, in `JOB_ORDER`, each with the reason.
+) -> list[JobDecision]:
+    """Every maintenance job, in `JOB_ORDER`: due or not, and why either way (a skipped job
+    says why it was skipped).
 
     `last_runs` maps a job to when it last succeeded on this table (missing or None: never);
     only the cadence jobs (expiry, orphan removal) look at it, since the health report already
     shows whether compaction is needed.
     """
-    reasons: dict[str, str] = {}
     totals = report.totals
     target = policy.target_file_size_bytes or report.target_file_size_bytes
+    decisions: dict[str, tuple[bool, str]] = {}
 
     if totals.equality_deletes.files:
-        reasons["convert_equality_deletes"] = (
+        decisions["convert_equality_deletes"] = (
+            True,
             f"{totals.equality_deletes.files} live equality delete file(s) "
-            f"({totals.equality_deletes.records} keys)"
+            f"({totals.equality_deletes.records} keys)",
         )
+    else:
+        decisions["convert_equality_deletes"] = (False, "no live equality delete files")
 
     minor = [p for p in report.partitions if _live_delete_files(p) >= policy.minor_file_count]
+    most = max(report.partitions, key=_live_delete_files, default=None)
     if minor:
         worst = max(minor, key=_live_delete_files)
-        reasons["rewrite_position_deletes"] = (
+        decisions["rewrite_position_deletes"] = (
+            True,
             f"{len(minor)} partition(s) hold >= {policy.minor_file_count} delete files "
-            f"(most: {worst.path or 'unpartitioned'} with {_live_delete_files(worst)})"
+            f"(most: {worst.path or 'unpartitioned'} with {_live_delete_files(worst)})",
         )
     elif totals.dangling_delete_files:
-        reasons["rewrite_position_deletes"] = (
-            f"{totals.dangling_delete_files} dangling delete file(s) apply to no live data"
+        decisions["rewrite_position_deletes"] = (
+            True,
+            f"{totals.dangling_delete_files} dangling delete file(s) apply to no live data",
+        )
+    else:
+        count = _live_delete_files(most) if most is not None else 0
+        decisions["rewrite_position_deletes"] = (
+            False,
+            f"no partition holds {policy.minor_file_count} delete files (most: {count}), "
+            "none dangling",
         )
 
     major: list[str] = []
@@ -301,21 +343,46 @@ def due_jobs(
             )
     if major:
         more = f" (+{len(major) - 3} more partitions)" if len(major) > 3 else ""
-        reasons["rewrite_data_files"] = "; ".join(major[:3]) + more
+        decisions["rewrite_data_files"] = (True, "; ".join(major[:3]) + more)
+    else:
+        decisions["rewrite_data_files"] = (
+            False,
+            f"no partition has deletes over {policy.major_delete_ratio:.0%} of its rows, "
+            f"{policy.minor_file_count} small files, or small files adding up to a target file",
+        )
 
-    if report.snapshot_id is not None:
+    if report.snapshot_id is None:
+        decisions["expire_snapshots"] = (False, "the table has no snapshot")
+        decisions["remove_orphan_files"] = (False, "the table has no snapshot")
+    else:
         if _expirable(report, policy):
-            why = _cadence_due(last_runs.get("expire_snapshots"), policy.expire_interval, now)
-            if why:
-                reasons["expire_snapshots"] = (
-                    f"{report.snapshot_count} snapshots, oldest older than "
-                    f"{policy.max_snapshot_age}; {why}"
-                )
-        why = _cadence_due(last_runs.get("remove_orphan_files"), policy.orphan_interval, now)
-        if why:
-            reasons["remove_orphan_files"] = why
+            due, why = _cadence(last_runs.get("expire_snapshots"), policy.expire_interval, now)
+            decisions["expire_snapshots"] = (
+                due,
+                f"{report.snapshot_count} snapshots, the oldest older than "
+                f"{format_duration(policy.max_snapshot_age)}; {why}",
+            )
+        else:
+            decisions["expire_snapshots"] = (
+                False,
+                f"{report.snapshot_count} snapshot(s), none older than "
+                f"{format_duration(policy.max_snapshot_age)} beyond the last "
+                f"{policy.retain_last} kept",
+            )
+        due, why = _cadence(last_runs.get("remove_orphan_files"), policy.orphan_interval, now)
+        decisions["remove_orphan_files"] = (due, why)
 
-    return [DueJob(job, reasons[job]) for job in JOB_ORDER if job in reasons]
+    return [JobDecision(job, *decisions[job]) for job in JOB_ORDER]
+
+
+def due_jobs(
+    report: HealthReport,
+    policy: MaintenancePolicy,
+    last_runs: Mapping[str, datetime | None],
+    now: datetime,
+) -> list[DueJob]:
+    """The jobs the table needs now, in `JOB_ORDER`, each with the reason."""
+    return [DueJob(d.job, d.reason) for d in job_decisions(report, policy, last_runs, now) if d.due]
 
 
 def health_score(report: HealthReport, policy: MaintenancePolicy) -> int:

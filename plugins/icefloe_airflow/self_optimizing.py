@@ -33,27 +33,11 @@ from airflow.sdk import Asset, AssetOrTimeSchedule, CronTriggerTimetable, TaskGr
 from airflow.sdk import TriggerRule as Rule
 
 from icefloe_airflow.assets import table_asset
-from icefloe_airflow.operators import (
-    ConvertEqualityDeletesOperator,
-    ExpireSnapshotsOperator,
-    RemoveOrphanFilesOperator,
-    RewriteDataFilesOperator,
-    RewritePositionDeletesOperator,
-    TableHealthOperator,
-)
-from icefloe_airflow.operators.base import IcefloeJobOperator
+from icefloe_airflow.operators import OPERATORS, TableHealthOperator
 from icefloe_airflow.policy import JOB_ORDER, MaintenancePolicy
 from icefloe_airflow.tables_config import TableConfig
 
 log = logging.getLogger(__name__)
-
-OPERATORS: dict[str, type[IcefloeJobOperator]] = {
-    "convert_equality_deletes": ConvertEqualityDeletesOperator,
-    "rewrite_position_deletes": RewritePositionDeletesOperator,
-    "rewrite_data_files": RewriteDataFilesOperator,
-    "expire_snapshots": ExpireSnapshotsOperator,
-    "remove_orphan_files": RemoveOrphanFilesOperator,
-}
 
 
 def optimize_dag_id(table: str) -> str:
@@ -88,7 +72,8 @@ def _gate(job: str) -> Any:
         if job in reasons:
             log.info("%s is due on %s: %s", job, health.get("table"), reasons[job])
             return True
-        log.info("%s is not due on %s", job, health.get("table"))
+        why = {d["job"]: d["reason"] for d in health.get("skipped", ())}.get(job, "")
+        log.info("%s is not due on %s, skipped: %s", job, health.get("table"), why)
         return False
 
     return gate

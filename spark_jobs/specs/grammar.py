@@ -50,8 +50,8 @@ _DURATION_UNITS_MS = {
 _DURATION_PART = re.compile(r"\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d|w)(?![a-z])\s*", re.IGNORECASE)
 _DURATION = re.compile(r"(?:\s*\d+(?:\.\d+)?\s*(?:ms|s|m|h|d|w)(?![a-z])\s*)+", re.IGNORECASE)
 
+# Formatting stops at days: `7d` reads better than `1w`, `10d` better than `1w3d`.
 _UNIT_NAMES_MS = (
-    (7 * 86_400_000, "w"),
     (86_400_000, "d"),
     (3_600_000, "h"),
     (60_000, "m"),

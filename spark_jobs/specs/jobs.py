@@ -18,6 +18,7 @@ from spark_jobs.specs.options import (
     FILTER,
     IDS,
     INSTANT,
+    LOCATIONS,
     PAIRS,
     PARTITION_SPEC,
     SIZE,
@@ -47,11 +48,6 @@ def _table_name(value: object) -> str:
     return text
 
 
-def _locations(value: object) -> list[str]:
-    items = [value] if isinstance(value, str) else list(value or ())  # type: ignore[call-overload]
-    return [str(item).strip() for item in items if str(item).strip()]
-
-
 def _equivalences(value: object) -> dict[str, str]:
     """`FROM[,FROM...]=TO` items, as Iceberg's `equal_schemes` map (`'s3a,s3n' => 's3'`)."""
     if isinstance(value, dict):
@@ -71,7 +67,6 @@ def _equivalences(value: object) -> dict[str, str]:
 
 
 TABLE = Kind("table", "NAMESPACE.NAME such as db.events", _table_name)
-LOCATIONS = Kind("locations", "a location (repeatable)", _locations, repeated=True)
 EQUIVALENCES = Kind(
     "equivalences",
     "FROM[,FROM...]=TO such as s3a,s3n=s3 (repeatable)",
@@ -83,7 +78,7 @@ _TINY_FILES = Guard(
     lambda size: size < MIB,
     "files under 1MB multiply the table's file count and slow every reader",
 )
-_TABLE_HELP = "the Iceberg table, NAMESPACE.NAME"
+_TABLE_HELP = "the Iceberg table, as NAMESPACE.NAME such as db.events"
 
 
 def _partial_progress_enabled() -> object:
@@ -414,7 +409,10 @@ class IngestOptions(JobOptions):
     table: str = required(TABLE, _TABLE_HELP)
     source: str | None = option(None, TEXT, "file or directory to read", cli_required=True)
     source_format: str | None = option(
-        None, choice("parquet", "csv", "json"), "default: from the file names"
+        None,
+        choice("parquet", "csv", "json"),
+        "the source's file format",
+        default_words="from the file names",
     )
     source_options: dict[str, str] = option(
         {},
@@ -435,7 +433,10 @@ class IngestOptions(JobOptions):
     )
     op_column: str = option("op", TEXT, "cdc: the column holding I, U or D")
     batch_id: str | None = option(
-        None, TEXT, "commit this batch at most once (a retried batch is not committed twice)"
+        None,
+        TEXT,
+        "commit this batch at most once (a retried batch is not committed twice)",
+        form=False,
     )
     merge_schema: bool = option(False, BOOLEAN, "add the source's new columns to the table")
     create: bool = option(False, BOOLEAN, "create the table when it does not exist")

@@ -47,17 +47,27 @@ class Kind:
     parse: Callable[[Any], Any]
     render: Callable[[Any], str] = str  # a typed value back as command-line text
     repeated: bool = False  # the flag may be given several times (a list value)
-    json_type: str = "string"  # the Airflow form's field type
+    choices: tuple[str, ...] = ()  # the closed set of values, for choice kinds
+    multiline: bool = False  # typed one item per line in a form
+    lines: Callable[[Any], list[str]] = lambda value: [str(value)]  # a typed value, by line
 
 
 def _words(value: Any) -> str:
     return str(value)
 
 
+def _items(value: Any) -> list[str]:
+    """Items of a repeatable option: a list (repeated flags), or text with one per line (a
+    form's multiline field)."""
+    if isinstance(value, str):
+        return [line.strip() for line in value.splitlines() if line.strip()]
+    return [str(item).strip() for item in value or () if str(item).strip()]
+
+
 def _pairs(value: Any) -> dict[str, str]:
-    items = [value] if isinstance(value, str) else list(value or ())
     if isinstance(value, Mapping):
         return {str(k): str(v) for k, v in value.items()}
+    items = _items(value)
     out: dict[str, str] = {}
     for item in items:
         key, sep, text = str(item).partition("=")
@@ -100,13 +110,21 @@ DURATION = Kind(
     grammar.format_duration_ms,
 )
 INSTANT = Kind("instant", grammar.INSTANT_EXAMPLE, grammar.check_instant)
-BOOLEAN = Kind("boolean", "true or false", grammar.parse_boolean, json_type="boolean")
+BOOLEAN = Kind("boolean", "true or false", grammar.parse_boolean)
 TEXT = Kind("text", "text", _text)
 FILTER = Kind("filter", "a filter such as ts >= '2024-01-01' and id > 10", _text)
 SORT_ORDER = Kind("sort order", "a sort order such as 'ts, id desc nulls last'", _text)
 PARTITION_SPEC = Kind("partition spec", "a partition spec such as 'day(ts), bucket(16, id)'", _text)
 COLUMNS = Kind("columns", "column names separated by commas", _names, ",".join)
-PAIRS = Kind("pairs", "key=value", _pairs, repeated=True)
+PAIRS = Kind(
+    "pairs",
+    "key=value",
+    _pairs,
+    repeated=True,
+    multiline=True,
+    lines=lambda pairs: [f"{k}={v}" for k, v in pairs.items()],
+)
+LOCATIONS = Kind("locations", "a location", _items, repeated=True, multiline=True, lines=list)
 IDS = Kind(
     "ids", "ids separated by commas", _ids, lambda ids: ",".join(map(str, ids)), repeated=True
 )
@@ -141,7 +159,7 @@ def choice(*values: str) -> Kind:
             raise ValueError(f"expected one of {', '.join(values)}, got {value!r}")
         return text
 
-    return Kind("choice", f"one of {', '.join(values)}", parse)
+    return Kind("choice", f"one of {', '.join(values)}", parse, choices=tuple(values))
 
 
 @dataclass(frozen=True)
@@ -165,6 +183,7 @@ class Option:
     procedure: str | None = None  # the option's name in Iceberg's Spark procedure, if any
     secret: bool = False  # never on a command line, in a form default or a log
     form: bool = True  # offered on the Airflow trigger form
+    default_words: str | None = None  # the default in words, when None means "it depends"
     required: bool = False  # no default: the options class cannot be built without it
     cli_required: bool = False  # the command line and the form need it (Python may not)
     choices: tuple[str, ...] = ()
@@ -181,7 +200,7 @@ class Option:
             if self.kind.repeated or self.kind.name in ("columns", "ids"):
                 return self.kind.parse(value)
             if isinstance(value, list | tuple | dict | set):
-                raise ValueError(f"expected {self.kind.expected}, got a list")
+                raise ValueError(f"expected {self.kind.expected}, got {value!r}")
             return self.kind.parse(value)
         except ValueError as exc:
             raise OptionError(self, str(exc)) from None
@@ -190,8 +209,8 @@ class Option:
         """A typed value as text a person would type (`134217728` -> `128MB`)."""
         if self.kind is BOOLEAN:
             return "true" if value else "false"
-        if self.kind is PAIRS:
-            return ", ".join(f"{k}={v}" for k, v in value.items())
+        if self.kind.multiline:
+            return ", ".join(self.kind.lines(value))
         return self.kind.render(value)
 
     def render(self, value: Any) -> list[str]:
@@ -202,8 +221,8 @@ class Option:
             if value == bool(self.default):
                 return []
             return [self.flag] if value else [self.flag, "false"]
-        if self.kind is PAIRS:
-            return [arg for k, v in value.items() for arg in (self.flag, f"{k}={v}")]
+        if self.kind.multiline:
+            return [arg for line in self.kind.lines(value) for arg in (self.flag, line)]
         if isinstance(value, list) and not value:
             return []
         return [self.flag, self.kind.render(value)]
@@ -222,6 +241,7 @@ def option(
     form: bool = True,
     guards: Iterable[Guard] = (),
     cli_required: bool = False,
+    default_words: str | None = None,
 ) -> Any:
     """A dataclass field declaring an option; the name, flag and title default from the
     field's name (`target_file_size_bytes`: `--target-file-size-bytes`, "Target file size
@@ -237,6 +257,7 @@ def option(
         "form": form,
         "guards": tuple(guards),
         "cli_required": cli_required,
+        "default_words": default_words,
     }
     if isinstance(default, list | dict):
         factory = list if isinstance(default, list) else dict
@@ -271,6 +292,7 @@ def _option_of(f: dataclasses.Field[Any]) -> Option | None:
         form=spec.get("form", True),
         required=spec.get("required", False),
         cli_required=spec.get("required", False) or spec.get("cli_required", False),
+        default_words=spec.get("default_words"),
         guards=spec.get("guards", ()),
         default=default,
     )

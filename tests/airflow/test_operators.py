@@ -8,7 +8,6 @@ one failing job.
 
 from __future__ import annotations
 
-import argparse
 import json
 import zipfile
 from collections.abc import Callable, Iterator, Sequence
@@ -41,8 +40,10 @@ from icefloe_airflow.state import LOCKS, RUNS, MaintenanceStore
 from sqlalchemy import delete, select
 
 from icecore.catalog import SqlCatalog
-from spark_jobs import expire_snapshots, remove_orphan_files, rewrite_data_files
-from spark_jobs.ingestion.options import build_parser as ingest_parser
+from icecore.spec.schema import Schema
+from icecore.spec.types import LongType, NestedField
+from spark_jobs.specs import JOBS, JobOptions
+from spark_jobs.specs.argv import parse_job_args
 from tests.support.catalogs import (
     POSTGRES_URI,
     forget_catalog,
@@ -53,18 +54,18 @@ from tests.support.samples import PSCHEMA, spec_of
 from tests.support.tables import LocalTable
 
 START = datetime(2024, 1, 1, tzinfo=UTC)
+SMALL_SCHEMA = Schema((NestedField(1, "id", LongType(), required=True),))
 
 
-def parse(parser: argparse.ArgumentParser, operator: Any, warehouse: Path) -> argparse.Namespace:
-    """The operator's command line as the job itself parses it."""
-    args = operator.build_application_args(IcebergHook(operator.iceberg_conn_id), {})
-    parsed = parser.parse_args(args)
-    assert (parsed.warehouse, parsed.catalog_name, parsed.catalog_uri) == (
-        str(warehouse),
-        "default",
-        None,
-    )
-    return parsed
+def parse(operator: Any, warehouse: Path) -> Any:
+    """The operator's command line as the job itself parses it: the job's options."""
+    options = operator.checked_options({})
+    args = operator.build_application_args(IcebergHook(operator.iceberg_conn_id), options)
+    parsed = parse_job_args(JOBS[operator.job], args)
+    catalog = parsed.catalog
+    assert (catalog.warehouse, catalog.name, catalog.uri) == (str(warehouse), "default", None)
+    assert isinstance(parsed.options, JobOptions)
+    return parsed.options
 
 
 # Command lines ---------------------------------------------------------------------------
@@ -77,7 +78,7 @@ def test_options_become_the_jobs_flags(iceberg_connection: Path) -> None:
         options={
             "strategy": "sort",
             "sort_order": "id desc nulls last",
-            "target_file_size_bytes": 1024,
+            "target_file_size_bytes": "2MB",
             "partial-progress.enabled": True,
             "rewrite-all": True,
             "use_starting_sequence_number": "false",
@@ -85,16 +86,16 @@ def test_options_become_the_jobs_flags(iceberg_connection: Path) -> None:
             "max-retries": False,
         },
     )
-    args = parse(rewrite_data_files.build_parser(), operator, iceberg_connection)
+    args = parse(operator, iceberg_connection)
     assert args.table == "db.events"
     assert (args.strategy, args.sort_order, args.target_file_size_bytes) == (
         "sort",
         "id desc nulls last",
-        1024,
+        2 * 1024 * 1024,
     )
     assert (args.partial_progress_enabled, args.rewrite_all) == (True, True)
     assert args.use_starting_sequence_number is False
-    assert (args.where, args.max_retries) == (None, 3)  # None/False: flag left out
+    assert (args.where, args.max_retries) == (None, 3)  # None/False: the default stays
     assert operator.name == "icefloe-rewrite_data_files"
 
 
@@ -105,22 +106,22 @@ def test_options_from_a_json_string_and_policy_retention(iceberg_connection: Pat
         table="db.events",
         options=json.dumps({**policy.job_options("expire_snapshots"), "snapshot_ids": [1, 2]}),
     )
-    args = parse(expire_snapshots.build_parser(), expire, iceberg_connection)
-    assert (args.older_than, args.retain_last, args.min_age) == ("1800s", 3, "1800s")
-    assert args.snapshot_ids == [[1], [2]]  # a list repeats the flag
+    args = parse(expire, iceberg_connection)
+    assert (args.older_than, args.retain_last, args.min_age) == ("30m", 3, 1_800_000)
+    assert args.snapshot_ids == [1, 2]
     orphans = RemoveOrphanFilesOperator(
         task_id="orphans",
         table="db.events",
         options=MaintenancePolicy().job_options("remove_orphan_files"),
         name="nightly-orphans",
     )
-    args = parse(remove_orphan_files.build_parser(), orphans, iceberg_connection)
-    assert (args.older_than, args.min_age) == ("259200s", "1d")  # the job's floor stays
+    args = parse(orphans, iceberg_connection)
+    assert (args.older_than, args.min_age) == ("3d", 86_400_000)  # the job's floor stays
     assert orphans.name == "nightly-orphans"
     hourly = MaintenancePolicy.from_mapping({"orphan_older_than": "2h"})
     orphans.options = hourly.job_options("remove_orphan_files")
-    args = parse(remove_orphan_files.build_parser(), orphans, iceberg_connection)
-    assert (args.older_than, args.min_age) == ("7200s", "7200s")  # the policy lowers it
+    args = parse(orphans, iceberg_connection)
+    assert (args.older_than, args.min_age) == ("2h", 7_200_000)  # the policy lowers it
 
 
 def test_ingest_arguments(iceberg_connection: Path) -> None:
@@ -140,11 +141,11 @@ def test_ingest_arguments(iceberg_connection: Path) -> None:
         source_format="csv",
         source_options={"header": "true", "delimiter": ";"},
     )
-    args = parse(ingest_parser(), operator, iceberg_connection)
+    args = parse(operator, iceberg_connection)
     assert (args.source, args.mode, args.key, args.op_column) == (
         "/in/batch.csv",
         "cdc",
-        "id,region",
+        ["id", "region"],
         "change",
     )
     assert (args.batch_id, args.create, args.merge_schema) == ("2024-01-07", True, True)
@@ -153,11 +154,11 @@ def test_ingest_arguments(iceberg_connection: Path) -> None:
         "ts",
         "csv",
     )
-    assert args.property == ["write.parquet.compression-codec=snappy", "format-version=2"]
-    assert args.source_option == ["header=true", "delimiter=;"]
+    assert args.properties == {"write.parquet.compression-codec": "snappy", "format-version": "2"}
+    assert args.source_options == {"header": "true", "delimiter": ";"}
     defaults = IngestOperator(task_id="i2", table="db.events", source="/in")
-    args = parse(ingest_parser(), defaults, iceberg_connection)
-    assert (args.mode, args.create, args.key) == ("append", False, None)
+    args = parse(defaults, iceberg_connection)
+    assert (args.mode, args.create, args.key) == ("append", False, [])
     assert defaults.batch_id == "{{ dag.dag_id }}/{{ run_id }}/{{ task.task_id }}"
     assert INGEST_ALIAS in defaults.outlets
 
@@ -167,8 +168,8 @@ def test_ingest_arguments(iceberg_connection: Path) -> None:
     [
         ({"table": "db.other"}, "set by the operator"),
         ({"catalog_uri": "sqlite://"}, "set by the operator"),
-        ({"bad flag": 1}, "invalid option name 'bad flag'"),
-        ({"where": {"id": 1}}, "expected a string, number or list"),
+        ({"bad flag": 1}, "has no option 'bad flag'"),
+        ({"where": {"id": 1}}, "--where: expected a filter"),
     ],
 )
 def test_bad_options_are_refused(
@@ -178,7 +179,7 @@ def test_bad_options_are_refused(
 
     operator = RewritePositionDeletesOperator(task_id="t", table="db.events", options=options)
     with pytest.raises(AirflowException, match=message):
-        operator.build_application_args(IcebergHook(), {})
+        operator.checked_options({})
 
 
 def test_managed_arguments_cannot_be_passed() -> None:
@@ -381,17 +382,29 @@ def catalog_connection(
 def test_failed_job_raises_its_cause_and_is_recorded(
     run_dag: Callable[..., Any], catalog_connection: IcebergHook
 ) -> None:
+    """A job that fails inside Spark: its one-line cause is the task's error and the run's
+    record; a table that does not exist is refused before anything starts or is recorded."""
     from airflow.sdk import DAG  # noqa: PLC0415
 
-    catalog_connection.get_catalog().create_namespace("db")
+    catalog = catalog_connection.get_catalog()
+    catalog.create_namespace("db")
+    catalog.create_table("db.empty", SMALL_SCHEMA)
     with DAG("icefloe_test_failure", schedule=None, start_date=START) as dag:
-        ExpireSnapshotsOperator(task_id="expire", table="db.missing", retries=0)
+        ExpireSnapshotsOperator(
+            task_id="expire",
+            table="db.empty",
+            options={"snapshot_ids": [123456789]},
+            retries=0,
+        )
+        ExpireSnapshotsOperator(task_id="missing", table="db.missing", retries=0)
     run = run_dag(dag)
     assert run.state == "failed"
     store = catalog_connection.state_store()
-    [failed] = store.recent_runs("db.missing")
+    [failed] = store.recent_runs("db.empty")
     assert (failed.job, failed.state, failed.result) == ("expire_snapshots", "failed", None)
     assert failed.error is not None
-    assert failed.error.startswith("expire_snapshots failed on db.missing: NoSuchTableError: ")
-    assert "db.missing" in failed.error.split("NoSuchTableError: ", 1)[1]
-    assert store.lock_holder("db.missing") is None
+    assert failed.error.startswith("expire_snapshots failed on db.empty: ")
+    assert "123456789" in failed.error
+    assert store.lock_holder("db.empty") is None
+    assert store.recent_runs("db.missing") == []  # refused before spark-submit, unrecorded
+    assert "db.missing" not in store.tables()

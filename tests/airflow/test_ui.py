@@ -28,7 +28,7 @@ from typing import Any
 
 import httpx
 import pytest
-from icefloe_airflow.policy import MaintenancePolicy, due_jobs, health_score
+from icefloe_airflow.policy import JOB_ORDER, MaintenancePolicy, due_jobs, health_score
 from icefloe_airflow.state import MaintenanceStore
 
 from icecore.catalog import SqlCatalog, catalog_from_settings
@@ -104,6 +104,15 @@ def record_runs(catalog: SqlCatalog) -> None:
         state="success",
         result={"rewritten_data_files": 3, "added_data_files": 1, "rewritten_bytes": 4242},
     )
+    ingested = store.start_run(  # after the compaction: not the "last maintenance" run
+        "db.users",
+        "ingest",
+        dag_id="icefloe_ingest",
+        run_id="manual__2026-01-02T06:00:00+00:00",
+        task_id="ingest",
+        try_number=1,
+    )
+    store.finish_run(ingested, state="success", result={"mode": "append", "rows": 3})
 
 
 class Cells(HTMLParser):
@@ -250,7 +259,8 @@ def test_plugin_loads_once_and_cheaply_outside_the_api_server() -> None:
     assert result.returncode == 0, result.stderr[-3000:]
     names_and_errors, modules = result.stdout.strip().splitlines()[-2:]
     assert names_and_errors == "['icefloe'] {}"
-    assert modules == "['icefloe_airflow', 'icefloe_airflow.plugin']"
+    # The run-note listener is one small module; the web app stays out.
+    assert modules == "['icefloe_airflow', 'icefloe_airflow.plugin', 'icefloe_airflow.run_notes']"
 
 
 def test_page_is_behind_airflow_auth(ui: UI) -> None:
@@ -288,7 +298,9 @@ def test_overview_shows_the_health_report_numbers(ui: UI) -> None:
         score = health_score(report, policy)
         assert cells["score"] == (str(score), str(score))
         due = due_jobs(report, policy, {}, datetime.now(UTC))
-        assert text["due"].split() == ([d.job for d in due] or ["nothing"])
+        shown = [w for w in text["due"].split() if w not in ("run", "now")]  # its buttons
+        assert shown == ([d.job for d in due] or ["nothing"])
+        assert text["due"].count("run now") == len(due)
 
     events = ui.expected("db.events")[0].totals
     # The table really is unhealthy in every way the page reports.
@@ -299,8 +311,9 @@ def test_overview_shows_the_health_report_numbers(ui: UI) -> None:
     last = {t: page.rows[t]["last_run"][0] for t in ("db.events", "db.users")}
     assert last["db.events"].startswith("convert_equality_deletes failed")
     assert HOSTILE_ERROR in last["db.events"]  # shown whole, as text
-    assert last["db.users"].startswith("rewrite_data_files success")
-    assert "rewritten_data_files=3" in last["db.users"]
+    assert last["db.users"].startswith("rewrite_data_files success")  # not the later ingest
+    assert "rewrote 3 data files (4.1 KB) into 1, removed 0 delete files" in last["db.users"]
+    assert "last ingest" in last["db.users"]
 
 
 def test_tables_sharing_a_location_are_flagged(ui: UI) -> None:
@@ -367,9 +380,12 @@ def test_table_view_shows_partitions_due_jobs_and_runs(ui: UI) -> None:
         assert partitions[p.path]["data_bytes"][1] == str(p.data.bytes)
 
     expected = due_jobs(report, policy, {}, datetime.now(UTC))
-    for job in expected:
-        assert f'<tr data-job="{job.job}"><td class="job">{job.job}</td><td>' in html
+    for job in JOB_ORDER:  # every job, due or not, with why
+        due = "yes" if job in [d.job for d in expected] else "no"
+        assert f'<tr data-job="{job}" data-due="{due}"><td class="job">{job}</td>' in html
+        assert f'data-dag="icefloe_{job}" data-job="{job}"' in html  # its "run now"
     assert "rewrite_position_deletes" in [d.job for d in expected]  # minor_file_count: 2
+    assert "no live equality delete files" not in html  # db.events has one: due, with why
     assert 'data-state="failed"' in html
 
 

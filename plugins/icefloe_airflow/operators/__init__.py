@@ -11,7 +11,20 @@ from icefloe_airflow.operators.jobs import (
     RewritePositionDeletesOperator,
 )
 
+OPERATORS: dict[str, type[IcefloeJobOperator]] = {
+    operator.job: operator
+    for operator in (
+        IngestOperator,
+        ConvertEqualityDeletesOperator,
+        RewritePositionDeletesOperator,
+        RewriteDataFilesOperator,
+        ExpireSnapshotsOperator,
+        RemoveOrphanFilesOperator,
+    )
+}
+
 __all__ = [
+    "OPERATORS",
     "ConvertEqualityDeletesOperator",
     "ExpireSnapshotsOperator",
     "IcefloeJobOperator",

@@ -38,51 +38,97 @@ from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOpe
 from airflow.sdk import Context
 from airflow.sdk.exceptions import AirflowException
 
+from icecore.errors import ValidationError
+from icecore.expressions.parser import parse_filter
+from icefloe_airflow.forms import job_options_from_params
 from icefloe_airflow.hook import IcebergHook
+from icefloe_airflow.results import describe
 from icefloe_airflow.state import MaintenanceStore, TableBusyError, run_owner
+from spark_jobs.specs import JOBS, JobOptions, JobSpec, Option, OptionError
+from spark_jobs.specs.options import BOOLEAN, FILTER
 
-# Flags the operator sets itself; an option may not override them.
-RESERVED_FLAGS = frozenset(
-    {"--table", "--catalog-uri", "--catalog-name", "--warehouse", "--catalog-property"}
-)
-_FLAG_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
+# Catalog flags come from the Iceberg connection; an option may not set them.
+CATALOG_OPTIONS = frozenset({"catalog_uri", "catalog_name", "warehouse", "catalog_property"})
 # `NoSuchTableError: db.t does not exist`: a single identifier with a lowercase letter (not
 # a `WARNING:` banner, not a Spark log line, which starts with a date), a colon, a message.
 _CAUSE_LINE = re.compile(r"^[A-Za-z_]*[a-z][A-Za-z0-9_]*: \S.*$")
 _OUTPUT_LINES_KEPT = 5000
+# The job leaves Spark's log levels alone when the operator configured them (see
+# `_spark_logging`); run by hand, it turns Spark down to warnings itself.
+SPARK_LOGGING_ENV = "ICEFLOE_SPARK_LOGGING"
+SPARK_LOG4J2 = """\
+rootLogger.level = info
+rootLogger.appenderRef.console.ref = console
+rootLogger.appenderRef.file.ref = file
+appender.console.type = Console
+appender.console.name = console
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = %d{{HH:mm:ss}} %p %c{{1}}: %m%n%ex
+appender.console.filter.threshold.type = ThresholdFilter
+appender.console.filter.threshold.level = warn
+appender.file.type = File
+appender.file.name = file
+appender.file.fileName = {log_file}
+appender.file.layout.type = PatternLayout
+appender.file.layout.pattern = %d{{yy/MM/dd HH:mm:ss}} %p %c{{1}}: %m%n%ex
+"""
 _MAX_ERROR = 2000
 
 
-def option_flags(options: Mapping[str, Any] | None) -> list[str]:
-    """Job flags from operator options: `{"target_file_size_bytes": 1024}` ->
-    `--target-file-size-bytes 1024`; True -> bare flag; False/None -> omitted; a list repeats
-    the flag. Underscores become dashes, dots are kept (`partial-progress.enabled`)."""
-    args: list[str] = []
-    for key, value in (options or {}).items():
-        name = str(key).removeprefix("--")
-        if not _FLAG_NAME.fullmatch(name):
-            raise ValueError(f"invalid option name {key!r}: use the job's flag without --")
-        flag = "--" + name.replace("_", "-")
-        if flag in RESERVED_FLAGS:
-            raise ValueError(
-                f"option {key!r} is set by the operator (table argument, Iceberg connection)"
+def _is_empty(value: Any) -> bool:
+    return value is None or (isinstance(value, str) and not value.strip())
+
+
+def checked_options(
+    spec: JobSpec,
+    table: Any,
+    options: Mapping[str, Any],
+    *,
+    labels: Mapping[str, str] | None = None,
+) -> JobOptions:
+    """`options` (keys: field names, flags with or without `--`, dashes or underscores) as
+    the job's checked options, or AirflowException with one line naming the option as the
+    user knows it (`labels`: the form's titles) and what was expected. Empty values keep the
+    job's default."""
+    values: dict[str, Any] = {}
+    for key, value in options.items():
+        name = str(key).removeprefix("--").replace("-", "_")
+        if name in CATALOG_OPTIONS or name == "table":
+            raise AirflowException(
+                f"{spec.name}: option {key!r} is set by the operator (its table argument and "
+                "the Iceberg connection)"
             )
-        if value is None or value is False:
-            continue
-        if value is True:
-            args.append(flag)
-        elif isinstance(value, list | tuple):
-            for item in value:
-                args += [flag, _scalar(key, item)]
-        else:
-            args += [flag, _scalar(key, value)]
-    return args
+        try:
+            option = spec.options.option_named(str(key))
+        except KeyError:
+            known = ", ".join(o.name for o in spec.options.options())
+            raise AirflowException(
+                f"{spec.name} has no option {key!r}; its options are: {known}"
+            ) from None
+        if _is_empty(value) or (value is False and option.kind is not BOOLEAN):
+            continue  # the job's default (False leaves a non-switch out, as documented)
+        values[option.name] = value
+    try:
+        checked = spec.options(table=table, **values)
+        for option in checked.options():
+            value = getattr(checked, option.name)
+            if option.kind is FILTER and value is not None:
+                _check_filter(option, value)
+    except OptionError as exc:
+        label = (labels or {}).get(exc.option.name) or exc.option.flag
+        raise AirflowException(f"{label}: {exc.problem}") from None
+    return checked
 
 
-def _scalar(key: str, value: Any) -> str:
-    if isinstance(value, Mapping | set) or value is None:
-        raise ValueError(f"option {key!r}: expected a string, number or list, got {value!r}")
-    return str(value)
+def _check_filter(option: Option, text: str) -> None:
+    """A filter's syntax, as the job's parser reads it (the columns are checked against the
+    table when the job plans)."""
+    try:
+        parse_filter(text)
+    except ValidationError as exc:
+        detail = str(exc).splitlines()[0].removeprefix("cannot parse filter: ")
+        raise OptionError(option, f"cannot read {text!r} as a filter: {detail}") from None
 
 
 def job_file(job: str) -> Path:
@@ -163,8 +209,12 @@ class IcefloeJobOperator(SparkSubmitOperator):
     """Runs one of icefloe's Spark jobs on `table`; returns (and pushes to XCom) its result.
 
     :param table: the table, `namespace.name` (templated).
-    :param options: job flags without `--` (templated; a JSON object string is accepted, for
-        DAG Params): `{"target-file-size-bytes": 1048576, "rewrite_all": True}`.
+    :param options: the job's options (templated; a JSON object string is accepted): keys
+        are option names or flags, values typed or as text (`{"target_file_size_bytes":
+        "128MB", "rewrite-all": True}`); see the job's options class in
+        `spark_jobs.specs.jobs`. Checked before anything else runs.
+    :param from_params: take the table and the options from the DAG run's params (the
+        job's trigger form, see `icefloe_airflow.forms`); `options` still apply beneath.
     :param iceberg_conn_id: the Iceberg connection (catalog URI, name, warehouse).
     :param conn_id: the Spark connection (master: local[*], spark://, yarn, k8s://).
     :param name: the Spark application name (default `icefloe-<job>`).
@@ -173,7 +223,6 @@ class IcefloeJobOperator(SparkSubmitOperator):
     """
 
     job: ClassVar[str]
-    maintenance: ClassVar[bool] = True
 
     template_fields = (*SparkSubmitOperator.template_fields, "table", "options")
     ui_color = "#d7ecf7"
@@ -181,8 +230,9 @@ class IcefloeJobOperator(SparkSubmitOperator):
     def __init__(
         self,
         *,
-        table: str,
+        table: str | None = None,
         options: dict[str, Any] | str | None = None,
+        from_params: bool = False,
         iceberg_conn_id: str = IcebergHook.default_conn_name,
         conn_id: str = "spark_default",
         name: str | None = None,
@@ -193,53 +243,118 @@ class IcefloeJobOperator(SparkSubmitOperator):
         for managed in ("application", "application_args"):
             if managed in kwargs:
                 raise TypeError(f"{type(self).__name__} sets {managed} itself; use table/options")
+        if table is None and not from_params:
+            raise TypeError(f"{type(self).__name__} needs a table (or from_params=True)")
         super().__init__(conn_id=conn_id, name=name or f"icefloe-{self.job}", **kwargs)
         self.table = table
         self.options = options
+        self.from_params = from_params
         self.iceberg_conn_id = iceberg_conn_id
         self.lock_wait = lock_wait
         self.lock_ttl = lock_ttl
         self.catalog_name = "default"  # the connection's, once execute has read it
         self._output = _OutputTail()
 
+    @property
+    def spec(self) -> JobSpec:
+        return JOBS[self.job]
+
+    @property
+    def maintenance(self) -> bool:
+        return self.spec.maintenance
+
     # What the job gets ---------------------------------------------------------------------
 
     def job_options(self, context: Context) -> dict[str, Any]:
-        """The options as a mapping (subclasses add their own arguments here)."""
+        """The raw options: the run's form fields (with `from_params`), then `options`
+        (subclasses add their own arguments here)."""
         options = self.options
         if isinstance(options, str):
             options = json.loads(options) if options.strip() else None
         if options is not None and not isinstance(options, Mapping):
-            raise AirflowException(f"options must be a mapping of job flags, got {options!r}")
-        return dict(options or {})
+            raise AirflowException(f"options must be a mapping of job options, got {options!r}")
+        merged = dict(options or {})
+        if self.from_params:
+            merged.update(job_options_from_params(self.spec, context.get("params") or {}))
+        return merged
 
-    def build_application_args(self, hook: IcebergHook, context: Context) -> list[str]:
+    def checked_options(self, context: Context) -> JobOptions:
+        """Every option checked by the job's own declaration (see `checked_options`); the
+        table too, and named as the form shows them when they came from it."""
+        table = self.table
+        labels: dict[str, str] = {}
+        if self.from_params:
+            params = context.get("params") or {}
+            table = params.get("table") if self.table is None else table
+            labels = {o.name: f'"{o.title}"' for o in self.spec.options.options()}
+        if _is_empty(table):
+            label = labels.get("table", "table")
+            raise AirflowException(f"{label}: required: the table as NAMESPACE.NAME")
+        return checked_options(
+            self.spec, str(table).strip(), self.job_options(context), labels=labels
+        )
+
+    def build_application_args(self, hook: IcebergHook, options: JobOptions) -> list[str]:
         """The job's full command line after the application path."""
-        if not isinstance(self.table, str) or not self.table.strip():
-            raise AirflowException(f"table must be NAMESPACE.NAME, got {self.table!r}")
-        try:
-            flags = option_flags(self.job_options(context))
-        except ValueError as exc:
-            raise AirflowException(f"{self.job}: {exc}") from exc
-        return [*hook.job_args(include_uri=False), "--table", self.table.strip(), *flags]
+        return [*hook.job_args(include_uri=False), *options.to_argv()]
 
     # Running ---------------------------------------------------------------------------------
 
     def execute(self, context: Context) -> dict[str, Any]:
+        options = self.checked_options(context)
+        self.table = options.table  # type: ignore[attr-defined]
         hook = IcebergHook(self.iceberg_conn_id)
         try:
+            self.preflight(hook, options)
             self.catalog_name = hook.settings().name
             self.application = str(job_file(self.job))
             self.py_files = ",".join(p for p in (str(package_zip()), self.py_files) if p)
-            self.application_args = self.build_application_args(hook, context)
-            self.env_vars = {**(self.env_vars or {}), **hook.job_env()}
+            self.application_args = self.build_application_args(hook, options)
+            self.env_vars = {
+                **(self.env_vars or {}),
+                **hook.job_env(),
+                **self._spark_logging(context),
+            }
             store = hook.state_store()
             result = self._run_recorded(store, context)
         finally:
             hook.close()
-        self.log.info("%s on %s: %s", self.job, self.table, json.dumps(result, sort_keys=True))
+        self.log.info("%s on %s: %s", self.job, self.table, describe(self.job, result))
+        self.log.info("result: %s", json.dumps(result, sort_keys=True))
         self.on_result(result, context)
         return result
+
+    def _spark_logging(self, context: Context) -> dict[str, str]:
+        """Spark's own log at WARN in the task log, all of it (INFO) in a file named in the
+        task log: people read the job's lines, and the full driver log is there when a Spark
+        problem needs it. Returns the job's environment for it."""
+        ti = context["ti"]
+        name = f"{ti.dag_id}__{ti.run_id}__{ti.task_id}__{ti.try_number}"
+        directory = Path(
+            os.environ.get("ICEFLOE_SPARK_LOG_DIR")
+            or Path(tempfile.gettempdir()) / f"icefloe-spark-logs-{os.getuid()}"
+        )
+        directory.mkdir(parents=True, exist_ok=True)
+        safe = re.sub(r"[^A-Za-z0-9_.=-]+", "_", name)
+        log_file = directory / f"{safe}.log"
+        properties = directory / f"{safe}.log4j2.properties"
+        properties.write_text(SPARK_LOG4J2.format(log_file=log_file))
+        option = f"-Dlog4j2.configurationFile=file:{properties}"
+        conf = dict(self.conf or {})
+        existing = conf.get("spark.driver.extraJavaOptions", "")
+        conf["spark.driver.extraJavaOptions"] = f"{existing} {option}".strip()
+        self.conf = conf
+        self.log.info("full Spark driver log (INFO and above): %s", log_file)
+        return {SPARK_LOGGING_ENV: "configured"}
+
+    def preflight(self, hook: IcebergHook, options: JobOptions) -> None:
+        """Refuse, in one line and in a second, what the job would refuse after starting
+        Spark: a table that does not exist (one catalog call). Runs before anything is
+        recorded, so a refused run leaves no trace on the Iceberg page."""
+        if not hook.get_catalog().table_exists(self.table):
+            raise AirflowException(
+                f"table {self.table} does not exist in catalog {hook.settings().name!r}"
+            )
 
     def on_result(self, result: dict[str, Any], context: Context) -> None:
         """Called after success with the job's result (the ingest operator emits its asset)."""

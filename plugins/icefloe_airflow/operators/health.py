@@ -13,9 +13,9 @@ from airflow.sdk.exceptions import AirflowException
 from icefloe_airflow.hook import IcebergHook
 from icefloe_airflow.policy import (
     MaintenancePolicy,
-    due_jobs,
     health_score,
     health_summary,
+    job_decisions,
     measure_health,
 )
 
@@ -24,7 +24,8 @@ class TableHealthOperator(BaseOperator):
     """Health report, score and due jobs of `table`; cheap (metadata only, no Spark).
 
     Returns (XCom `return_value`) `{"table", "score", "health": summary, "due": [{"job",
-    "reason"}, ...], "policy": the policy used}`; `due` is in `policy.JOB_ORDER`.
+    "reason"}, ...], "skipped": [{"job", "reason"}, ...], "policy": the policy used}`; `due`
+    and `skipped` are in `policy.JOB_ORDER`, each job in one of them, with its reason.
 
     :param table: `namespace.name` (templated).
     :param policy: `MaintenancePolicy` keys overriding its defaults (templated), e.g.
@@ -65,15 +66,18 @@ class TableHealthOperator(BaseOperator):
         finally:
             hook.close()
         last = {job: run.finished_at for job, run in successes.items()}
-        due = due_jobs(report, policy, last, datetime.now(UTC))
+        decisions = job_decisions(report, policy, last, datetime.now(UTC))
         score = health_score(report, policy)
-        for item in due:
-            self.log.info("%s: %s is due: %s", self.table, item.job, item.reason)
+        for item in decisions:
+            verdict = "due" if item.due else "not due"
+            self.log.info("%s: %s is %s: %s", self.table, item.job, verdict, item.reason)
+        due = [d for d in decisions if d.due]
         self.log.info("%s: health score %d, %d job(s) due", self.table, score, len(due))
         return {
             "table": self.table,
             "score": score,
             "health": health_summary(report),
-            "due": [item.to_dict() for item in due],
+            "due": [{"job": d.job, "reason": d.reason} for d in due],
+            "skipped": [{"job": d.job, "reason": d.reason} for d in decisions if not d.due],
             "policy": policy.to_dict(),
         }

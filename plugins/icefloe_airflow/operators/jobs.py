@@ -12,9 +12,13 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from airflow.sdk import Context
+from airflow.sdk.exceptions import AirflowException
 
 from icefloe_airflow.assets import INGEST_ALIAS, table_asset
+from icefloe_airflow.hook import IcebergHook
 from icefloe_airflow.operators.base import IcefloeJobOperator
+from spark_jobs.specs import JobOptions
+from spark_jobs.specs.jobs import IngestOptions
 
 DEFAULT_BATCH_ID = "{{ dag.dag_id }}/{{ run_id }}/{{ task.task_id }}"
 
@@ -36,7 +40,6 @@ class IngestOperator(IcefloeJobOperator):
     """
 
     job = "ingest"
-    maintenance = False
     template_fields = (
         *IcefloeJobOperator.template_fields,
         "source",
@@ -53,16 +56,16 @@ class IngestOperator(IcefloeJobOperator):
     def __init__(
         self,
         *,
-        table: str,
-        source: str,
-        mode: str = "append",
+        table: str | None = None,
+        source: str | None = None,
+        mode: str | None = None,
         key: str | Sequence[str] | None = None,
         op_column: str | None = None,
         batch_id: str | None = DEFAULT_BATCH_ID,
-        create: bool = False,
+        create: bool | None = None,
         partition_by: str | None = None,
         sort_by: str | None = None,
-        merge_schema: bool = False,
+        merge_schema: bool | None = None,
         properties: Mapping[str, Any] | None = None,
         source_format: str | None = None,
         source_options: Mapping[str, Any] | None = None,
@@ -84,24 +87,38 @@ class IngestOperator(IcefloeJobOperator):
         self.source_options = source_options
 
     def job_options(self, context: Context) -> dict[str, Any]:
-        key = self.key
-        if isinstance(key, list | tuple):
-            key = ",".join(str(k) for k in key)
         own: dict[str, Any] = {
             "source": self.source,
-            "source-format": self.source_format,
-            "source-option": _pairs(self.source_options),
+            "source_format": self.source_format,
+            "source_options": self.source_options or None,
             "mode": self.mode,
-            "key": key or None,
-            "op-column": self.op_column,
-            "batch-id": self.batch_id or None,
+            "key": self.key or None,
+            "op_column": self.op_column,
+            "batch_id": self.batch_id or None,
             "create": self.create,
-            "partition-by": self.partition_by,
-            "sort-by": self.sort_by,
-            "merge-schema": self.merge_schema,
-            "property": _pairs(self.properties),
+            "partition_by": self.partition_by,
+            "sort_by": self.sort_by,
+            "merge_schema": self.merge_schema,
+            "properties": self.properties or None,
         }
-        return {**own, **super().job_options(context)}
+        given = {k: v for k, v in own.items() if v is not None}
+        return {**given, **super().job_options(context)}
+
+    def preflight(self, hook: IcebergHook, options: JobOptions) -> None:
+        """The table must exist unless the batch creates it; the source must exist (checked
+        through the catalog's FileIO when it can answer: a path Spark reads with settings
+        of its own, such as `s3a://` with Hadoop credentials, is left to Spark)."""
+        assert isinstance(options, IngestOptions)
+        if not options.create:
+            super().preflight(hook, options)
+        source = str(options.source)
+        try:
+            exists = hook.get_catalog().io.exists(source)
+        except Exception as exc:  # cannot tell: Spark may well read it with its own settings
+            self.log.warning("cannot check that the source %s exists: %s", source, exc)
+            return
+        if not exists:
+            raise AirflowException(f'"Source": {source} does not exist')
 
     def on_result(self, result: dict[str, Any], context: Context) -> None:
         """Publish the table's asset event through the ingest alias."""
@@ -109,12 +126,6 @@ class IngestOperator(IcefloeJobOperator):
         extra = {"table": self.table, **{k: v for k, v in result.items() if _is_json(v)}}
         context["outlet_events"][INGEST_ALIAS].add(asset, extra=extra)
         self.log.info("asset event for %s (%s)", asset.name, asset.uri)
-
-
-def _pairs(values: Mapping[str, Any] | None) -> list[str] | None:
-    if not values:
-        return None
-    return [f"{k}={v}" for k, v in values.items()]
 
 
 def _is_json(value: Any) -> bool:

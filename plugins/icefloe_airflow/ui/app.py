@@ -29,12 +29,16 @@ from airflow.api_fastapi.auth.managers.models.resource_details import AccessView
 from airflow.api_fastapi.core_api.security import requires_access_view
 from fastapi import Depends, FastAPI
 from fastapi.responses import HTMLResponse, JSONResponse
+from fastapi.staticfiles import StaticFiles
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 
+from icefloe_airflow.job_dags import job_dag_id
 from icefloe_airflow.policy import JOB_ORDER
+from icefloe_airflow.results import brief, describe
 from icefloe_airflow.ui.status import Overview, StatusCache
 
 TEMPLATES = Path(__file__).with_name("templates")
+STATIC = Path(__file__).with_name("static")
 
 
 def _when(value: datetime | None) -> str:
@@ -56,15 +60,6 @@ def _duration(value: timedelta | float | int | None) -> str:
     return " ".join(parts[:2])
 
 
-def _brief(result: dict[str, Any] | None, limit: int = 4) -> str:
-    """The first counters of a job's JSON result, `key=value` joined, for a table cell."""
-    if not result:
-        return ""
-    items = [f"{k}={json.dumps(v, default=str)}" for k, v in list(result.items())[:limit]]
-    more = f" (+{len(result) - limit} more)" if len(result) > limit else ""
-    return ", ".join(items) + more
-
-
 def _score_class(score: int | None) -> str:
     if score is None:
         return "unknown"
@@ -81,11 +76,11 @@ def _environment() -> Environment:
     env.filters.update(
         when=_when,
         duration=_duration,
-        brief=_brief,
+        brief=brief,
         score_class=_score_class,
         as_json=lambda v: json.dumps(v, indent=1, sort_keys=True, default=str),
     )
-    env.globals["JOB_ORDER"] = JOB_ORDER
+    env.globals.update(JOB_ORDER=JOB_ORDER, describe=describe, job_dag_id=job_dag_id)
     return env
 
 
@@ -101,6 +96,8 @@ def create_app() -> FastAPI:
         docs_url=None,
         redoc_url=None,
     )
+
+    app.mount("/static", StaticFiles(directory=STATIC), name="static")
 
     def render(name: str, status_code: int = 200, **context: Any) -> HTMLResponse:
         html = templates.get_template(name).render(**context)

@@ -24,12 +24,14 @@ from typing import Any
 from icecore.catalog.locations import Overlap, catalog_directories, overlaps
 from icecore.health import HealthReport
 from icefloe_airflow.hook import IcebergHook
+from icefloe_airflow.job_dags import job_dag_id
 from icefloe_airflow.policy import (
     DueJob,
+    JobDecision,
     MaintenancePolicy,
-    due_jobs,
     health_score,
     health_summary,
+    job_decisions,
     measure_health,
 )
 from icefloe_airflow.state import MaintenanceRun, MaintenanceStore
@@ -38,6 +40,7 @@ from icefloe_airflow.tables_config import TableConfig, default_config_path, load
 log = logging.getLogger(__name__)
 
 CACHE_SECONDS = 30.0
+INGEST_JOB = "ingest"
 DEFAULT_CONN_ID = IcebergHook.default_conn_name
 RECENT_RUNS = 20
 
@@ -59,6 +62,7 @@ class TableStatus:
     report: HealthReport | None = None
     score: int | None = None
     due: list[DueJob] = field(default_factory=list)
+    decisions: list[JobDecision] = field(default_factory=list)
     last_runs: dict[str, MaintenanceRun] = field(default_factory=dict)
     recent_runs: list[MaintenanceRun] = field(default_factory=list)
     overlaps: list[Overlap] = field(default_factory=list)
@@ -75,8 +79,21 @@ class TableStatus:
 
     @property
     def last_run(self) -> MaintenanceRun | None:
-        """The most recently started run of any job."""
-        return max(self.last_runs.values(), key=lambda r: r.started_at, default=None)
+        """The most recently started maintenance run (ingestion is not maintenance)."""
+        runs = [r for job, r in self.last_runs.items() if job != INGEST_JOB]
+        return max(runs, key=lambda r: r.started_at, default=None)
+
+    @property
+    def last_ingest(self) -> MaintenanceRun | None:
+        return self.last_runs.get(INGEST_JOB)
+
+    @property
+    def maintenance_runs(self) -> list[MaintenanceRun]:
+        return [r for r in self.recent_runs if r.job != INGEST_JOB]
+
+    @property
+    def ingest_runs(self) -> list[MaintenanceRun]:
+        return [r for r in self.recent_runs if r.job == INGEST_JOB]
 
     def to_dict(self, *, detail: bool = False) -> dict[str, Any]:
         """JSON form; `detail` adds partitions, the policy and the recent runs."""
@@ -92,12 +109,14 @@ class TableStatus:
             "health": None if self.report is None else health_summary(self.report),
             "due": [d.to_dict() for d in self.due],
             "last_run": None if last is None else last.to_dict(),
+            "last_ingest": None if self.last_ingest is None else self.last_ingest.to_dict(),
             "last_runs": {job: run.to_dict() for job, run in sorted(self.last_runs.items())},
             "location_overlaps": [
                 {"other": o.other, "problem": o.problem, "detail": o.detail} for o in self.overlaps
             ],
         }
         if detail:
+            out["jobs"] = [{**d.to_dict(), "dag_id": job_dag_id(d.job)} for d in self.decisions]
             out["policy"] = self.policy.to_dict()
             out["report"] = None if self.report is None else self.report.to_dict()
             out["recent_runs"] = [run.to_dict() for run in self.recent_runs]
@@ -161,7 +180,8 @@ def _table_status(
         status.report = report
         status.score = health_score(report, status.policy)
         finished = {job: run.finished_at for job, run in succeeded.items()}
-        status.due = due_jobs(report, status.policy, finished, now)
+        status.decisions = job_decisions(report, status.policy, finished, now)
+        status.due = [DueJob(d.job, d.reason) for d in status.decisions if d.due]
     except Exception as exc:
         log.warning("icefloe UI: cannot read %s: %s", table, exc, exc_info=True)
         status.error = describe_error(exc)
