@@ -20,12 +20,12 @@ from typing import Any
 from airflow.sdk import Param
 
 from spark_jobs.specs.jobs import TABLE
-from spark_jobs.specs.options import BOOLEAN, JobSpec, Option
+from spark_jobs.specs.options import BOOLEAN, TEXT, JobSpec, Option
 
 
 def _description(option: Option) -> str:
     text = option.help[:1].upper() + option.help[1:]
-    if option.kind is BOOLEAN or option.kind is TABLE or option.kind.choices:
+    if option.kind in (BOOLEAN, TABLE, TEXT) or option.kind.choices:
         return f"{text}."
     expected = option.kind.expected
     if option.kind.multiline:

@@ -36,7 +36,7 @@ from typing import Any, ClassVar
 from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import Context
-from airflow.sdk.exceptions import AirflowException
+from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 from icecore.errors import ValidationError
 from icecore.expressions.parser import parse_filter
@@ -76,6 +76,11 @@ appender.file.layout.pattern = %d{{yy/MM/dd HH:mm:ss}} %p %c{{1}}: %m%n%ex
 _MAX_ERROR = 2000
 
 
+class Refused(AirflowFailException):
+    """A run refused before anything started (a bad option, a missing table or source): the
+    message is one line naming the field; retrying would only refuse again."""
+
+
 def _is_empty(value: Any) -> bool:
     return value is None or (isinstance(value, str) and not value.strip())
 
@@ -95,7 +100,7 @@ def checked_options(
     for key, value in options.items():
         name = str(key).removeprefix("--").replace("-", "_")
         if name in CATALOG_OPTIONS or name == "table":
-            raise AirflowException(
+            raise Refused(
                 f"{spec.name}: option {key!r} is set by the operator (its table argument and "
                 "the Iceberg connection)"
             )
@@ -103,9 +108,7 @@ def checked_options(
             option = spec.options.option_named(str(key))
         except KeyError:
             known = ", ".join(o.name for o in spec.options.options())
-            raise AirflowException(
-                f"{spec.name} has no option {key!r}; its options are: {known}"
-            ) from None
+            raise Refused(f"{spec.name} has no option {key!r}; its options are: {known}") from None
         if _is_empty(value) or (value is False and option.kind is not BOOLEAN):
             continue  # the job's default (False leaves a non-switch out, as documented)
         values[option.name] = value
@@ -117,7 +120,7 @@ def checked_options(
                 _check_filter(option, value)
     except OptionError as exc:
         label = (labels or {}).get(exc.option.name) or exc.option.flag
-        raise AirflowException(f"{label}: {exc.problem}") from None
+        raise Refused(f"{label}: {exc.problem}") from None
     return checked
 
 
@@ -289,7 +292,7 @@ class IcefloeJobOperator(SparkSubmitOperator):
             labels = {o.name: f'"{o.title}"' for o in self.spec.options.options()}
         if _is_empty(table):
             label = labels.get("table", "table")
-            raise AirflowException(f"{label}: required: the table as NAMESPACE.NAME")
+            raise Refused(f"{label}: required: the table as NAMESPACE.NAME")
         return checked_options(
             self.spec, str(table).strip(), self.job_options(context), labels=labels
         )
@@ -301,11 +304,16 @@ class IcefloeJobOperator(SparkSubmitOperator):
     # Running ---------------------------------------------------------------------------------
 
     def execute(self, context: Context) -> dict[str, Any]:
-        options = self.checked_options(context)
-        self.table = options.table  # type: ignore[attr-defined]
+        self.log.info("checking the options of %s and its table", self.job)
         hook = IcebergHook(self.iceberg_conn_id)
         try:
-            self.preflight(hook, options)
+            try:
+                options = self.checked_options(context)
+                self.table = options.table  # type: ignore[attr-defined]
+                self.preflight(hook, options)
+            except Refused as refused:
+                self.log.error("refused: %s", refused)  # the task log's one line
+                raise
             self.catalog_name = hook.settings().name
             self.application = str(job_file(self.job))
             self.py_files = ",".join(p for p in (str(package_zip()), self.py_files) if p)
@@ -352,9 +360,7 @@ class IcefloeJobOperator(SparkSubmitOperator):
         Spark: a table that does not exist (one catalog call). Runs before anything is
         recorded, so a refused run leaves no trace on the Iceberg page."""
         if not hook.get_catalog().table_exists(self.table):
-            raise AirflowException(
-                f"table {self.table} does not exist in catalog {hook.settings().name!r}"
-            )
+            raise Refused(f"table {self.table} does not exist in catalog {hook.settings().name!r}")
 
     def on_result(self, result: dict[str, Any], context: Context) -> None:
         """Called after success with the job's result (the ingest operator emits its asset)."""

@@ -12,11 +12,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from airflow.sdk import Context
-from airflow.sdk.exceptions import AirflowException
 
 from icefloe_airflow.assets import INGEST_ALIAS, table_asset
 from icefloe_airflow.hook import IcebergHook
-from icefloe_airflow.operators.base import IcefloeJobOperator
+from icefloe_airflow.operators.base import IcefloeJobOperator, Refused
 from spark_jobs.specs import JobOptions
 from spark_jobs.specs.jobs import IngestOptions
 
@@ -118,7 +117,7 @@ class IngestOperator(IcefloeJobOperator):
             self.log.warning("cannot check that the source %s exists: %s", source, exc)
             return
         if not exists:
-            raise AirflowException(f'"Source": {source} does not exist')
+            raise Refused(f'"Source": {source} does not exist')
 
     def on_result(self, result: dict[str, Any], context: Context) -> None:
         """Publish the table's asset event through the ingest alias."""

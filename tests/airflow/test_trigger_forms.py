@@ -1,0 +1,251 @@
+"""Hand triggers as a person makes them: the jobs' trigger forms in Airflow 3's own UI, driven
+by headless Chromium (Debian's, through Playwright) against a real api-server, dag-processor
+and scheduler, and the Iceberg page's "run now".
+
+Checked: a size typed with its unit (`128MB`) and a decimal ratio reach the job unchanged and
+the run is noted with its table in the run list; wrong values (`events`, `7 days`, `64` bytes,
+a table that does not exist, a missing source) fail the task in one line naming the field as
+the form shows it, in under 2 s, with no Spark started and no trace on the Iceberg page; the
+task log of the compaction holds the job's plan and summary and few lines of Spark's own.
+Screenshots go to test-artifacts/.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from playwright.sync_api import Page, sync_playwright
+
+from icecore.catalog import SqlCatalog, catalog_from_settings
+from tests.airflow.server import AirflowServer, airflow_server
+from tests.support.samples import PSCHEMA, spec_of
+from tests.support.tables import LocalTable
+
+ROOT = Path(__file__).resolve().parents[2]
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+MIB = 1024**2
+
+
+def artifacts_dir() -> Path:
+    path = Path(os.environ.get("ICEFLOE_TEST_ARTIFACTS") or ROOT / "test-artifacts")
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+@dataclass
+class Stack:
+    server: AirflowServer
+    catalog: SqlCatalog
+    page: Page
+    warehouse: Path
+
+
+def small_files(location: Path, files: int) -> LocalTable:
+    table = LocalTable.create(location, PSCHEMA, spec_of(("category", "identity", "category")))
+    table.commit(
+        add=[
+            table.write_data([{"id": i, "category": "a", "ts": 1_700_000_000_000_000 + i}])
+            for i in range(files)
+        ]
+    )
+    return table
+
+
+@pytest.fixture(scope="module")
+def stack(airflow_db: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    warehouse = tmp_path_factory.mktemp("forms") / "warehouse"
+    warehouse.mkdir()
+    catalog = catalog_from_settings(uri=None, name="default", warehouse=str(warehouse))
+    assert isinstance(catalog, SqlCatalog)
+    catalog.create_namespace("db")
+    events = small_files(warehouse / "db" / "events", files=6)
+    catalog.register_table("db.events", events.metadata_location)
+    connection = json.dumps(
+        {"conn_type": "iceberg", "extra": {"warehouse": str(warehouse), "catalog_name": "default"}}
+    )
+    env = {**os.environ, "AIRFLOW_CONN_ICEBERG_DEFAULT": connection}
+    with (
+        airflow_server(env, all_admins=True, scheduler=True, dag_processor=True) as server,
+        sync_playwright() as playwright,
+    ):
+        server.wait_for_dag("icefloe_rewrite_data_files")
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        page.goto(f"{server.base_url}/auth/token/login?next={server.base_url}/")
+        yield Stack(server, catalog, page, warehouse)
+        browser.close()
+    catalog.close()
+
+
+def trigger_with_form(stack: Stack, dag_id: str, fields: dict[str, Any], shot: str) -> str:
+    """Open the DAG, press Trigger, type `fields` as a person would (text into text fields,
+    clicks on switches), screenshot the filled form, submit; the new run's id."""
+    page, server = stack.page, stack.server
+    before = {r["dag_run_id"] for r in dag_runs(server, dag_id)}
+    page.goto(f"{server.base_url}/dags/{dag_id}")
+    page.get_by_role("button", name="Trigger").first.click()
+    dialog = page.get_by_role("dialog")
+    dialog.locator("#element_table").wait_for()
+    for name, value in fields.items():
+        if isinstance(value, bool):
+            box = dialog.locator(f"input[name=element_{name}]")
+            if box.is_checked() != value:
+                dialog.locator(f"label:has(input[name=element_{name}])").click()
+        else:
+            dialog.locator(f"#element_{name}").fill(str(value))
+    dialog.screenshot(path=str(artifacts_dir() / f"trigger-form-{shot}.png"))
+    dialog.get_by_role("button", name="Trigger").click()
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        new = [r for r in dag_runs(server, dag_id) if r["dag_run_id"] not in before]
+        if new:
+            return str(new[0]["dag_run_id"])
+        time.sleep(0.5)
+    raise AssertionError(f"no run of {dag_id} appeared after Trigger")
+
+
+def dag_runs(server: AirflowServer, dag_id: str) -> list[dict[str, Any]]:
+    response = server.get(f"/api/v2/dags/{dag_id}/dagRuns", params={"order_by": "-run_after"})
+    assert response.status_code == 200, response.text
+    return list(response.json()["dag_runs"])
+
+
+def task_log(server: AirflowServer, dag_id: str, run_id: str, task_id: str) -> str:
+    response = server.get(
+        f"/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}/logs/1",
+        headers={"Accept": "application/json"},
+    )
+    assert response.status_code == 200, response.text
+    lines = []
+    for item in response.json()["content"]:
+        if not isinstance(item, dict):
+            lines.append(str(item))
+            continue
+        lines.append(str(item.get("event", "")))
+        lines.extend(str(e.get("exc_value", "")) for e in item.get("error_detail") or ())
+    return "\n".join(lines)
+
+
+def refusal_seconds(server: AirflowServer, dag_id: str, run_id: str, task_id: str) -> float:
+    """From the operator's first line to its refusal, by the task log's own timestamps (the
+    task's whole duration also holds Airflow's start of a task process: importing Airflow
+    alone takes ~1.6 s on the 2-core test machine)."""
+    response = server.get(
+        f"/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}/logs/1",
+        headers={"Accept": "application/json"},
+    )
+    stamps = {}
+    for item in response.json()["content"]:
+        if isinstance(item, dict) and item.get("timestamp"):
+            event = str(item.get("event", ""))
+            if event.startswith("checking the options of"):
+                stamps["start"] = datetime.fromisoformat(item["timestamp"])
+            elif event.startswith("refused: "):
+                stamps["refused"] = datetime.fromisoformat(item["timestamp"])
+    return (stamps["refused"] - stamps["start"]).total_seconds()
+
+
+def test_typed_values_reach_the_job_and_the_run_names_its_table(stack: Stack) -> None:
+    dag_id = "icefloe_rewrite_data_files"
+    run_id = trigger_with_form(
+        stack,
+        dag_id,
+        {
+            "table": "db.events",
+            "target_file_size_bytes": "128MB",
+            "delete_ratio_threshold": "0.15",
+            "min_input_files": "2",
+            "rewrite_all": True,
+        },
+        "rewrite-data-files",
+    )
+    run = stack.server.wait_for_dag_run(dag_id, run_id, timeout=600)
+    log = task_log(stack.server, dag_id, run_id, "rewrite_data_files")
+    assert run["state"] == "success", log[-3000:]
+    conf = run["conf"]
+    assert (conf["target_file_size_bytes"], conf["delete_ratio_threshold"]) == ("128MB", "0.15")
+    assert conf["rewrite_all"] is True
+    assert "--target-file-size-bytes 128MB" in log  # parsed by the job: 134217728 bytes
+    assert "--delete-ratio-threshold 0.15" in log
+    assert run["note"] == "db.events · rewrite_data_files"
+    files = list(stack.catalog.load_table("db.events").scan().plan_files())
+    assert len(files) == 1 and files[0].file.record_count == 6  # rewritten, rows kept
+
+    # What a person reads: the job's plan and summary, a sentence, little of Spark's own log.
+    assert "rewrite_data_files on db.events: rewrote 6 data files" in log
+    spark_lines = [line for line in log.splitlines() if " INFO " in line or " WARN " in line]
+    assert len(spark_lines) < 50, spark_lines[:60]
+    assert "full Spark driver log (INFO and above): " in log
+
+    stack.page.goto(f"{stack.server.base_url}/dags/{dag_id}/runs")
+    stack.page.get_by_text("db.events · rewrite_data_files").first.wait_for(timeout=30_000)
+    stack.page.screenshot(path=str(artifacts_dir() / "trigger-run-list.png"))
+
+
+@pytest.mark.parametrize(
+    ("dag_id", "fields", "message"),
+    [
+        (
+            "icefloe_rewrite_data_files",
+            {"table": "events"},
+            "\"Table\": expected NAMESPACE.NAME such as db.events, got 'events'",
+        ),
+        (
+            "icefloe_expire_snapshots",
+            {"table": "db.events", "older_than": "7 days"},
+            '"Older than": expected an age such as 3d or 12h, or an ISO timestamp',
+        ),
+        (
+            "icefloe_rewrite_position_deletes",
+            {"table": "db.events", "target_file_size_bytes": "64"},
+            '"Target file size": files under 1MB',
+        ),
+        (
+            "icefloe_convert_equality_deletes",
+            {"table": "db.nope"},
+            "table db.nope does not exist in catalog 'default'",
+        ),
+        (
+            "icefloe_ingest",
+            {"table": "db.events", "source": "/nowhere/batch.parquet"},
+            '"Source": /nowhere/batch.parquet does not exist',
+        ),
+        (
+            "icefloe_remove_orphan_files",
+            {"table": "db.events", "older_than": "12h"},
+            '"Older than": 12h is later than 1d ago',
+        ),
+    ],
+    ids=lambda v: v if isinstance(v, str) and v.startswith("icefloe") else "",
+)
+def test_wrong_values_are_refused_in_words_before_spark(
+    stack: Stack, dag_id: str, fields: dict[str, Any], message: str
+) -> None:
+    shot = dag_id.removeprefix("icefloe_") + "-refused"
+    run_id = trigger_with_form(stack, dag_id, fields, shot)
+    run = stack.server.wait_for_dag_run(dag_id, run_id, timeout=300)
+    task_id = dag_id.removeprefix("icefloe_")
+    log = task_log(stack.server, dag_id, run_id, task_id)
+    assert run["state"] == "failed"
+    assert message in log, log[-3000:]
+    assert "spark-submit" not in log and "SparkContext" not in log  # no Spark started
+    assert refusal_seconds(stack.server, dag_id, run_id, task_id) < 2
+    tables = stack.server.get("/icefloe/api/tables", params={"refresh": "true"}).json()
+    assert "db.nope" not in [t["table"] for t in tables["tables"]]  # no trace on the page
