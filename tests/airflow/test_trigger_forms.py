@@ -80,7 +80,13 @@ def stack(airflow_db: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterato
     connection = json.dumps(
         {"conn_type": "iceberg", "extra": {"warehouse": str(warehouse), "catalog_name": "default"}}
     )
-    env = {**os.environ, "AIRFLOW_CONN_ICEBERG_DEFAULT": connection}
+    config = warehouse.parent / "tables.yaml"
+    config.write_text(json.dumps({"tables": [{"table": "db.events", "schedule": None}]}))
+    env = {
+        **os.environ,
+        "AIRFLOW_CONN_ICEBERG_DEFAULT": connection,
+        "ICEFLOE_TABLES_CONFIG": str(config),
+    }
     with (
         airflow_server(env, all_admins=True, scheduler=True, dag_processor=True) as server,
         sync_playwright() as playwright,
@@ -249,3 +255,24 @@ def test_wrong_values_are_refused_in_words_before_spark(
     assert refusal_seconds(stack.server, dag_id, run_id, task_id) < 2
     tables = stack.server.get("/icefloe/api/tables", params={"refresh": "true"}).json()
     assert "db.nope" not in [t["table"] for t in tables["tables"]]  # no trace on the page
+
+
+def test_run_now_from_the_iceberg_page(stack: Stack) -> None:
+    """The table page says why each job is or is not due, and "run now" triggers the job's
+    DAG with the viewer's own session, noted with the table; the run succeeds."""
+    page, server = stack.page, stack.server
+    dag_id = "icefloe_convert_equality_deletes"
+    before = {r["dag_run_id"] for r in dag_runs(server, dag_id)}
+    page.goto(f"{server.base_url}/icefloe/tables/db.events?refresh=true")
+    row = page.locator('tr[data-job="convert_equality_deletes"]')
+    assert "no live equality delete files" in row.inner_text()  # not due, and why
+    row.get_by_role("button", name="run now").click()
+    started = row.locator("a.run-message")
+    started.wait_for(timeout=30_000)
+    page.screenshot(path=str(artifacts_dir() / "iceberg-page-run-now.png"), full_page=True)
+    [run_id] = [r["dag_run_id"] for r in dag_runs(server, dag_id) if r["dag_run_id"] not in before]
+    assert started.inner_text() == f"started {run_id}"
+    run = server.wait_for_dag_run(dag_id, run_id, timeout=600)
+    assert run["state"] == "success", task_log(server, dag_id, run_id, "convert_equality_deletes")
+    assert run["conf"] == {"table": "db.events"}
+    assert run["note"] == "db.events · convert_equality_deletes (Iceberg page)"
