@@ -11,6 +11,9 @@ $(BIN)/activate: requirements.txt requirements-test.txt pyproject.toml
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -r requirements-test.txt
 	$(BIN)/pip install --quiet --no-deps -e .
+	@# The editable build leaves icefloe.egg-info in the checkout; from the checkout's root (on
+	@# sys.path in tests and tools) Python would see the package twice, entry points included.
+	rm -rf icefloe.egg-info
 	touch $(BIN)/activate
 
 # Spark needs a JVM; a fresh Debian machine may lack one.
@@ -24,7 +27,7 @@ browser:
 # End to end on the embedded default, through Airflow: the ingest DAG commits CDC batches, the
 # self-optimizing DAG maintains the table (local Spark, SQLite catalog and Airflow DB, ./warehouse).
 demo: $(BIN)/activate java
-	$(BIN)/python -m icefloe_airflow.demo warehouse
+	$(BIN)/python examples/demo.py warehouse
 
 lint: $(BIN)/activate
 	$(BIN)/ruff check .

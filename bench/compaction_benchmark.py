@@ -41,12 +41,16 @@ from icecore.catalog import SqlCatalog
 from icecore.spec.manifest import FileContent
 from icecore.table import Table
 from spark_jobs.common.session import configure
-from spark_jobs.ingestion.job import ingest
-from spark_jobs.ingestion.options import IngestOptions
-from spark_jobs.maintenance.compaction import RewriteDataFilesOptions, compact
-from spark_jobs.maintenance.equality_conversion import ConvertOptions, convert_equality_deletes
-from spark_jobs.maintenance.file_ids import uri_rows
+from spark_jobs.convert_equality_deletes import run as convert_equality_deletes
+from spark_jobs.ingest import run as ingest
+from spark_jobs.reading.file_ids import uri_rows
+from spark_jobs.rewrite_data_files import run as compact
 from spark_jobs.schema import conform, quoted, spark_schema
+from spark_jobs.specs.jobs import (
+    ConvertEqualityDeletesOptions,
+    IngestOptions,
+    RewriteDataFilesOptions,
+)
 from spark_jobs.writing.files import (
     POSITION_DELETE_SCHEMA,
     FileSet,
@@ -333,7 +337,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         measured: dict[str, Any] = {"load_average": _load()}
         _reset(catalog, start)
         started = time.perf_counter()
-        converted = convert_equality_deletes(spark, catalog, ConvertOptions(table=TABLE))
+        converted = convert_equality_deletes(
+            spark, catalog, ConvertEqualityDeletesOptions(table=TABLE)
+        )
         measured["convert"] = time.perf_counter() - started
         _log(f"round {n}: convert_equality_deletes {measured['convert']:.1f}s {converted}")
         _reset(catalog, start)

@@ -39,8 +39,8 @@ from pyspark.sql import functions as F
 
 from icecore.catalog import SqlCatalog
 from spark_jobs.common.session import configure
-from spark_jobs.ingestion.job import ingest
-from spark_jobs.ingestion.options import IngestOptions
+from spark_jobs.ingest import run as ingest
+from spark_jobs.specs.jobs import IngestOptions
 
 BAR = 1.5
 

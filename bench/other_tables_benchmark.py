@@ -46,8 +46,9 @@ import json, sys, time
 sys.path.insert(0, {root!r})
 from icecore.catalog import SqlCatalog
 from icecore.catalog.locations import TableDirectories, catalog_directories
-from spark_jobs.maintenance.other_tables import other_tables
-from spark_jobs.remove_orphan_files import OrphanOptions, remove_orphans
+from spark_jobs.files.other_tables import other_tables
+from spark_jobs.remove_orphan_files import run as remove_orphans
+from spark_jobs.specs.jobs import RemoveOrphanFilesOptions
 catalog = SqlCatalog("default", warehouse={warehouse!r})
 table = catalog.load_table({cleaned!r})
 ours = TableDirectories.of(table.name, table.metadata.location, table.metadata.properties)
@@ -57,7 +58,7 @@ for label in ("cold", "warm"):
     found = other_tables(table.io, ours, table.metadata.location, catalog_directories(catalog))
     timings[label] = time.perf_counter() - started
 started = time.perf_counter()
-result = remove_orphans(None, catalog, OrphanOptions({cleaned!r}, dry_run=True))
+result = remove_orphans(None, catalog, RemoveOrphanFilesOptions({cleaned!r}, dry_run=True))
 timings["dry_run"] = time.perf_counter() - started
 timings["excluded"] = len(result["excluded_locations"])
 timings["listed"] = result["listed_files_count"]

@@ -1,22 +1,14 @@
-"""Expire old snapshots and delete the files only they reached:
-`spark-submit spark_jobs/expire_snapshots.py ...`.
+"""Expire old snapshots and delete the files only they reached (Iceberg's
+`expire_snapshots`).
 
-    spark-submit --py-files dist/icefloe.zip spark_jobs/expire_snapshots.py \\
+    spark-submit --py-files dist/icefloe.zip spark_jobs/main.py expire_snapshots \\
         --warehouse /data/wh --table db.events --older-than 7d --retain-last 10
 
-Options after Iceberg's `expire_snapshots` procedure:
-- `--older-than TIME`: expire snapshots older than an ISO timestamp or an age (`7d`); default:
-  the table's `history.expire.max-snapshot-age-ms` (5 days);
-- `--retain-last N`: keep at least N snapshots of every branch's history, whatever their age;
-- `--snapshot-ids ID[,ID...]`: also expire these snapshots, whatever their age;
-- `--dry-run`: plan and report, commit and delete nothing;
-- `--min-age AGE` (default `1h`) and `--force`: the floor. The job refuses (an error naming the
-  snapshots) to expire anything younger than `--min-age`, unless `--force`. The current
-  snapshot (the head of `main`), and every other branch head and tag, are never expired;
-  refs past their `max-ref-age-ms` are removed first, as in Iceberg;
-- `--max-concurrent-deletes N` (default 16) threads per deleter, and
-  `--executor-delete-threshold N` (default 1000): from that many files on, the deletions run
-  as a Spark job on the executors.
+Options: `spark_jobs.specs.jobs.ExpireSnapshotsOptions` (the README's table). The floor:
+nothing younger than `--min-age` (1h) is expired unless `--force`; the current snapshot (the
+head of `main`), and every other branch head and tag, are never expired; refs past their
+`max-ref-age-ms` are removed first, as in Iceberg. From `--executor-delete-threshold` files on
+(1000), the deletions run as a Spark job on the executors.
 
 Only files the table's own expired snapshots referenced, and no retained snapshot does, are
 deleted; of those, a file lying in another table's directories (a table registered from
@@ -43,10 +35,8 @@ Result counters as Iceberg's procedure names them (`deleted_data_files_count`,
 
 from __future__ import annotations
 
-import argparse
-import sys
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+import logging
+from collections.abc import Mapping
 from typing import Any
 
 from pyspark.sql import SparkSession
@@ -58,18 +48,13 @@ from icecore.spec.metadata import TableMetadata
 from icecore.spec.metadata_builder import now_ms as current_time_ms
 from icecore.table import Table
 from icecore.updates import ExpirationResult, ExpireSnapshots, UnreachableFiles
-from spark_jobs.common.cli import job_parser, open_catalog, run
 from spark_jobs.common.errors import JobError
-from spark_jobs.common.session import get_session
-from spark_jobs.maintenance.durations import format_ms, parse_duration_ms, parse_instant_ms
-from spark_jobs.maintenance.file_deletion import (
-    DEFAULT_EXECUTOR_THRESHOLD,
-    DEFAULT_THREADS,
-    delete_files,
-)
-from spark_jobs.maintenance.other_tables import OtherTables, ownership
+from spark_jobs.files.deletion import delete_files
+from spark_jobs.files.other_tables import OtherTables, ownership
+from spark_jobs.specs.grammar import format_duration_ms, format_ms, parse_instant_ms
+from spark_jobs.specs.jobs import ExpireSnapshotsOptions
 
-DEFAULT_MIN_AGE = "1h"
+LOG = logging.getLogger("icefloe.expire_snapshots")
 _MAX_REPORTED_FAILURES = 20
 
 # Result key -> UnreachableFiles attribute, in deletion order: content files, then the
@@ -83,101 +68,6 @@ KINDS = (
     ("manifest_lists", "manifest_lists"),
     ("statistics_files", "statistics_files"),
 )
-
-
-@dataclass(frozen=True)
-class ExpireOptions:
-    table: str
-    older_than: str | None = None
-    retain_last: int | None = None
-    snapshot_ids: list[int] = field(default_factory=list)
-    dry_run: bool = False
-    min_age: str = DEFAULT_MIN_AGE
-    force: bool = False
-    max_concurrent_deletes: int = DEFAULT_THREADS
-    executor_delete_threshold: int = DEFAULT_EXECUTOR_THRESHOLD
-    protected_locations: tuple[str, ...] = ()
-
-    def __post_init__(self) -> None:
-        if self.retain_last is not None and self.retain_last < 1:
-            raise JobError(f"--retain-last must be at least 1, not {self.retain_last}")
-        if self.max_concurrent_deletes < 1:
-            raise JobError("--max-concurrent-deletes must be at least 1")
-        if self.executor_delete_threshold < 0:
-            raise JobError("--executor-delete-threshold must not be negative")
-        parse_duration_ms(self.min_age)  # fail before touching the table
-
-
-def _snapshot_ids(text: str) -> list[int]:
-    try:
-        return [int(part) for part in text.split(",") if part.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a list of snapshot ids: {text!r}") from None
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = job_parser("expire_snapshots", "Expire snapshots and delete unreachable files.")
-    group = parser.add_argument_group("expiry")
-    group.add_argument(
-        "--older-than",
-        metavar="TIME",
-        help="ISO timestamp or age such as 7d (default: the table's max-snapshot-age, 5 days)",
-    )
-    group.add_argument("--retain-last", metavar="N", type=int, help="snapshots to keep per branch")
-    group.add_argument(
-        "--snapshot-ids",
-        metavar="ID[,ID...]",
-        type=_snapshot_ids,
-        action="append",
-        default=[],
-        help="also expire these snapshots (repeatable)",
-    )
-    group.add_argument("--dry-run", action="store_true", help="report only; change nothing")
-    group.add_argument(
-        "--min-age",
-        metavar="AGE",
-        default=DEFAULT_MIN_AGE,
-        help=f"refuse to expire snapshots younger than this (default {DEFAULT_MIN_AGE})",
-    )
-    group.add_argument("--force", action="store_true", help="lift the --min-age floor")
-    group.add_argument(
-        "--max-concurrent-deletes",
-        metavar="N",
-        type=int,
-        default=DEFAULT_THREADS,
-        help=f"deleting threads per process (default {DEFAULT_THREADS})",
-    )
-    group.add_argument(
-        "--executor-delete-threshold",
-        metavar="N",
-        type=int,
-        default=DEFAULT_EXECUTOR_THRESHOLD,
-        help=f"delete on the executors from this many files on (default "
-        f"{DEFAULT_EXECUTOR_THRESHOLD})",
-    )
-    group.add_argument(
-        "--protected-location",
-        metavar="LOC",
-        action="append",
-        default=[],
-        help="never delete under LOC: tables of catalogs this job cannot list (repeatable)",
-    )
-    return parser
-
-
-def options_from_args(args: argparse.Namespace) -> ExpireOptions:
-    return ExpireOptions(
-        table=args.table,
-        older_than=args.older_than,
-        retain_last=args.retain_last,
-        snapshot_ids=[i for ids in args.snapshot_ids for i in ids],
-        dry_run=args.dry_run,
-        min_age=args.min_age,
-        force=args.force,
-        max_concurrent_deletes=args.max_concurrent_deletes,
-        executor_delete_threshold=args.executor_delete_threshold,
-        protected_locations=tuple(args.protected_location),
-    )
 
 
 def _check_floor(
@@ -211,18 +101,20 @@ def _old_metadata_deleted(catalog: Catalog, before: TableMetadata, after: TableM
     return sum(1 for p in previous - kept if p and not catalog.io.exists(p))
 
 
-def expire(spark: SparkSession | None, catalog: Catalog, options: ExpireOptions) -> dict[str, Any]:
+def run(
+    spark: SparkSession | None, catalog: Catalog, options: ExpireSnapshotsOptions
+) -> dict[str, Any]:
     """Expire as `options` say; the result counters (see the module doc)."""
     now = current_time_ms()
-    floor_ms = None if options.force else now - parse_duration_ms(options.min_age)
+    floor_ms = None if options.force else now - options.min_age
     older_than = None
     if options.older_than is not None:
         older_than = parse_instant_ms(options.older_than, now_ms=now)
         if floor_ms is not None and older_than > floor_ms:
             raise JobError(
                 f"refusing --older-than {options.older_than} ({format_ms(older_than)}): later "
-                f"than the --min-age floor ({options.min_age} ago, {format_ms(floor_ms)}); "
-                "pass --force to go below it"
+                f"than the --min-age floor ({format_duration_ms(options.min_age)} ago, "
+                f"{format_ms(floor_ms)}); pass --force to go below it"
             )
     table = catalog.load_table(options.table)
     expiry = table.expire_snapshots(now_ms=now)
@@ -235,6 +127,14 @@ def expire(spark: SparkSession | None, catalog: Catalog, options: ExpireOptions)
 
     before = table.metadata
     plan = expiry.plan()
+    LOG.info(
+        "plan: expire %d of %d snapshots and %d refs of %s, which leaves %d files unreachable",
+        len(plan.expired_snapshot_ids),
+        len(before.snapshots),
+        len(plan.removed_refs),
+        table.name,
+        sum(len(getattr(plan.files, attr)) for _, attr in KINDS),
+    )
     _check_floor(table.name, before, plan, floor_ms)
     # Listed before the commit: a catalog that cannot be listed leaves the table untouched.
     owners = ownership(
@@ -256,6 +156,13 @@ def expire(spark: SparkSession | None, catalog: Catalog, options: ExpireOptions)
         threads=options.max_concurrent_deletes,
     )
     metadata_deleted = _old_metadata_deleted(catalog, before, result.metadata)
+    LOG.info(
+        "expired %d snapshots; deleted %d files (%d could not be), kept %d of other tables",
+        len(result.expired_snapshot_ids),
+        len(outcome.deleted),
+        len(outcome.failed),
+        len(foreign),
+    )
     return _result(options, result, outcome, metadata_deleted, foreign)
 
 
@@ -298,7 +205,7 @@ def _check_committed(
 
 
 def _result(
-    options: ExpireOptions,
+    options: ExpireSnapshotsOptions,
     result: ExpirationResult,
     outcome: Any,
     metadata_deleted: int,
@@ -326,17 +233,3 @@ def _result(
     counters["kept_files_of_other_tables_count"] = len(foreign)
     counters["kept_files_of_other_tables"] = dict(sorted(foreign.items())[:_MAX_REPORTED_FAILURES])
     return counters
-
-
-def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
-    args = build_parser().parse_args(argv)
-    options = options_from_args(args)
-    catalog = open_catalog(args)
-    try:
-        return expire(get_session("icefloe-expire-snapshots"), catalog, options)
-    finally:
-        catalog.close()
-
-
-if __name__ == "__main__":
-    sys.exit(run(main))

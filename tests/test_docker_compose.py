@@ -408,7 +408,7 @@ def test_warehouse_is_one_volume_at_one_path_everywhere(compose: dict[str, Any])
 
 def test_iceberg_connection_names_the_catalog_database(compose: dict[str, Any]) -> None:
     conn = connection(airflow_services(compose)["scheduler"], "iceberg_default")
-    assert conn["conn_type"] == "iceberg"
+    assert conn["conn_type"] == "icefloe"
     extra = conn["extra"]
     assert set(extra) == ICEBERG_EXTRAS, f"extras must be exactly {ICEBERG_EXTRAS}: {extra}"
     assert extra["catalog_name"]

@@ -118,7 +118,7 @@ def test_parsed_literals_bind_exactly():
         ("a = 1 b = 2", "expected AND, OR or the end of the filter at position 6"),
         ("a in 1", "expected '\\(' at position 5"),
         ("a in (1,)", r"expected a literal \(.*\) at position 8"),
-        ("a is 5", "expected NAN at position 5"),
+        ("a is 5", "expected NULL or NAN after IS"),
         ("a like 'x'", "expected a comparison, IS or IN"),
         ("(a = 1", "expected '\\)' at position 6"),
         ("a = 'open", "expected a token at position 4"),

@@ -6,12 +6,14 @@ from pathlib import Path
 
 import pytest
 
-from spark_jobs.common.cli import CATALOG_URI_ENV, job_parser, open_catalog
+from spark_jobs.common.cli import open_catalog
 from spark_jobs.common.errors import JobError
+from spark_jobs.specs.argv import CATALOG_URI_ENV, CatalogArgs, parse_job_args
+from spark_jobs.specs.jobs import JOBS
 
 
-def _args(*argv: str):
-    return job_parser("job", "test").parse_args(["--table", "db.t", *argv])
+def _args(*argv: str) -> CatalogArgs:
+    return parse_job_args(JOBS["convert_equality_deletes"], ["--table", "db.t", *argv]).catalog
 
 
 def test_catalog_uri_from_the_environment_keeps_it_off_the_command_line(

@@ -181,3 +181,12 @@ def test_docs_tables_list_every_option() -> None:
     for spec in JOBS.values():
         for option in spec.options.options():
             assert f"`{option.flag}`" in section
+
+
+def test_the_readme_shows_the_declarations() -> None:
+    """The README's option tables are the generated ones: an option documented by hand and
+    declared differently fails here (regenerate with `python -m spark_jobs.specs.docs`)."""
+    from pathlib import Path  # noqa: PLC0415
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    assert options_section() in readme

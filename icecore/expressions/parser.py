@@ -48,6 +48,7 @@ _TOKEN = re.compile(
     )""",
     re.VERBOSE,
 )
+EXAMPLE = "a filter compares columns with values, e.g. ts >= '2024-01-01' and id in (1, 2)"
 _KEYWORDS = frozenset({"and", "or", "not", "is", "null", "nan", "in", "true", "false"})
 _OPS = {
     "=": Operation.EQ,
@@ -123,9 +124,11 @@ class _Parser:
             negated = self._accept("keyword", "not")
             if self._accept("keyword", "null"):
                 op = Operation.NOT_NULL if negated else Operation.IS_NULL
-            else:
-                self._expect("keyword", "nan")
+            elif self._accept("keyword", "nan"):
                 op = Operation.NOT_NAN if negated else Operation.IS_NAN
+            else:
+                at = self.tokens[self.i][2] if self.i < len(self.tokens) else len(self.text)
+                raise self._error(at, "NULL or NAN after IS (as in `x IS NOT NULL`)")
             return UnboundPredicate(op, column)
         negated = self._accept("keyword", "not")
         if negated or self._peek("keyword", "in"):
@@ -188,8 +191,10 @@ class _Parser:
         return token
 
     def _error(self, pos: int, expected: str) -> ValidationError:
+        """What was expected where, in words, on the first line (the line a log or the
+        Airflow UI shows), then the filter with a caret under the spot."""
         found = repr(self.text[pos : pos + 12]) if pos < len(self.text) else "the end"
         return ValidationError(
-            f"cannot parse filter: expected {expected} at position {pos}, found {found}\n"
-            f"  {self.text}\n  {' ' * pos}^"
+            f"cannot parse filter: expected {expected} at position {pos}, found {found} "
+            f"({EXAMPLE})\n  {self.text}\n  {' ' * pos}^"
         )

@@ -22,6 +22,8 @@ from airflow.sdk import Param
 from spark_jobs.specs.jobs import TABLE
 from spark_jobs.specs.options import BOOLEAN, TEXT, JobSpec, Option
 
+_NUMERIC = frozenset({"size", "integer", "ratio"})
+
 
 def _description(option: Option) -> str:
     text = option.help[:1].upper() + option.help[1:]
@@ -61,6 +63,12 @@ def param_for(option: Option) -> Param:
             default = "\n".join(option.kind.lines(option.default))
         return Param(default, type=["string", "null"], format="multiline", **common)
     default = None if option.default in (None, [], {}) else option.show(option.default)
+    if option.kind.name in _NUMERIC:
+        # A run triggered through the REST API or `airflow dags trigger --conf` may send a JSON
+        # number, which the job's grammar reads as the text (`7`, `134217728`, `0.15`). Said
+        # with anyOf, not a list of types: Airflow's form renders a list of types as a JSON box.
+        kinds = [{"type": "string"}, {"type": "number"}, {"type": "null"}]
+        return Param(default, anyOf=kinds, **common)
     return Param(default, type=["string", "null"], **common)
 
 

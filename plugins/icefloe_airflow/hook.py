@@ -1,6 +1,7 @@
 """The Iceberg catalog behind an Airflow connection, so that no DAG holds a database URI.
 
-Connection `iceberg_default` (type `iceberg`), settings in its extras:
+Connection `iceberg_default` (type `icefloe`; any type is read), settings in its extras (the
+connection form's fields, declared in `icefloe_airflow.provider_info`):
 
     {"uri": "postgresql+psycopg2://user@db/iceberg",   # absent: SQLite <warehouse>/catalog.db
      "catalog_name": "default",
@@ -18,21 +19,19 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseHook
 from sqlalchemy.engine import make_url
 
 from icecore.catalog import Catalog, SqlCatalog, catalog_from_settings
 from icefloe_airflow.state import MaintenanceStore
+from spark_jobs.specs.argv import CATALOG_URI_ENV  # the jobs read the URI from it
 
 if TYPE_CHECKING:
     from icecore.table import Table
 
 _KNOWN_EXTRAS = frozenset({"uri", "catalog_name", "warehouse", "properties"})
-# The jobs read the catalog URI from this variable when --catalog-uri is not given
-# (spark_jobs.common.cli.CATALOG_URI_ENV; not imported: plugins import only the packaging).
-CATALOG_URI_ENV = "ICEFLOE_CATALOG_URI"
 
 
 @dataclass(frozen=True)
@@ -54,26 +53,14 @@ class IcebergHook(BaseHook):
 
     conn_name_attr = "iceberg_conn_id"
     default_conn_name = "iceberg_default"
-    conn_type = "iceberg"
-    hook_name = "Apache Iceberg (icefloe)"
-
-    _UI_FIELDS: ClassVar[list[str]] = ["host", "schema", "login", "port"]
+    conn_type = "icefloe"
+    hook_name = "Iceberg catalog (icefloe)"
 
     def __init__(self, iceberg_conn_id: str = default_conn_name, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.iceberg_conn_id = iceberg_conn_id
         self._settings: CatalogSettings | None = None
         self._catalog: Catalog | None = None
-
-    @classmethod
-    def get_ui_field_behaviour(cls) -> dict[str, Any]:
-        """Only the extras matter; hide the generic fields and show an example."""
-        example = {"uri": None, "catalog_name": "default", "warehouse": "/data/warehouse"}
-        return {
-            "hidden_fields": cls._UI_FIELDS,
-            "relabeling": {},
-            "placeholders": {"extra": json.dumps(example)},
-        }
 
     def settings(self) -> CatalogSettings:
         """The catalog settings of the connection; a clear error when they are unusable."""
@@ -84,6 +71,21 @@ class IcebergHook(BaseHook):
                 raise ValueError(
                     f"connection {self.iceberg_conn_id!r}: extra must be a JSON object"
                 )
+            # The connection form stores its fields under their names; older Airflow forms
+            # prefixed them with `extra__<type>__`. Empty form fields come as "".
+            extra = {
+                str(k).removeprefix(f"extra__{self.conn_type}__"): v
+                for k, v in extra.items()
+                if v not in ("", None)
+            }
+            if isinstance(extra.get("properties"), str):
+                try:
+                    extra["properties"] = json.loads(extra["properties"])
+                except ValueError:
+                    raise ValueError(
+                        f"connection {self.iceberg_conn_id!r}: 'properties' must be a JSON "
+                        f"object, got {extra['properties']!r}"
+                    ) from None
             unknown = sorted(set(extra) - _KNOWN_EXTRAS)
             if unknown:
                 raise ValueError(

@@ -13,7 +13,7 @@ from __future__ import annotations
 from airflow.sdk import DAG
 
 from icefloe_airflow.forms import job_params
-from icefloe_airflow.operators import OPERATORS
+from icefloe_airflow.operators import OPERATORS, IcefloeJobOperator
 from spark_jobs.specs.docs import option_table
 from spark_jobs.specs.jobs import JOBS
 
@@ -45,7 +45,7 @@ def job_dag(job: str) -> DAG:
         doc_md=f"{_INTRO}\n\n{option_table(spec)}",
         params=job_params(spec),
     ) as dag:
-        OPERATORS[job](task_id=job, from_params=True)
+        OPERATORS.get(job, IcefloeJobOperator)(job=job, task_id=job, from_params=True)
     return dag
 
 

@@ -1,14 +1,14 @@
-"""The Airflow plugin: the icefloe page (a FastAPI app at `/icefloe`) and its entry in the
-Airflow UI's navigation (an external view shown in an iframe at `/plugin/icefloe`).
+"""The Airflow plugin: the icefloe page (a FastAPI app at `/icefloe`), its entry in the
+Airflow UI's navigation (an external view shown in an iframe at `/plugin/icefloe`), and the
+listener that notes each hand-triggered run with its table (`icefloe_airflow.run_notes`).
 
-How Airflow finds it, and why not otherwise: Airflow imports every `.py` file under the
-plugins folder by its bare file name (`hook.py` would become a module named `hook`, beside
-the real `icefloe_airflow.hook`), so scanning our package would import it a second time under
-other names, with duplicate classes and side effects. `plugins/.airflowignore` therefore hides
-the `icefloe_airflow/` package from the scan, and the one-line `plugins/icefloe_plugin.py`
-imports `IcefloePlugin` by its package name, which the scan registers. This works wherever the
-plugins folder is mounted (docker-compose, a bare install), with or without `pip install`;
-an `airflow.plugins` entry point as well would register the plugin twice.
+How Airflow finds it: the `airflow.plugins` entry point of the installed package
+(pyproject.toml), in every Airflow process, whatever the plugins folder holds. The provider
+info declares it too (`airflow providers plugins` lists it); Airflow loads providers' plugins
+only with lazy provider discovery off, and then skips this second copy by name. When the
+checkout's plugins/ is the plugins folder (docker-compose, the tests), `.airflowignore` hides
+the package from the folder scan, which would import its modules again under their bare file
+names.
 
 The FastAPI app is built on first access of `fastapi_apps`, which only the api-server makes:
 every other Airflow process (scheduler, dag-processor, each task's worker) loads plugins too,

@@ -14,15 +14,7 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
-
-def size(value: Any) -> str:
-    """Bytes as `1.2 GB`, `640 KB`, `12 B` (powers of 1024, like the jobs' sizes)."""
-    amount = float(value or 0)
-    for unit in ("B", "KB", "MB", "GB", "TB"):
-        if amount < 1024 or unit == "TB":
-            return f"{amount:.0f} {unit}" if unit == "B" else f"{amount:.1f} {unit}"
-        amount /= 1024
-    return f"{amount:.1f} TB"
+from spark_jobs.specs.grammar import describe_size as size
 
 
 def _plural(count: Any, noun: str) -> str:

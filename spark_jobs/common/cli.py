@@ -1,129 +1,63 @@
-"""The command line every job in `spark_jobs/` shares.
+"""The command line of every job, and its contract with whoever runs it.
 
-    spark-submit spark_jobs/<job>.py --warehouse /data/wh --table db.events [job options]
+    spark-submit [--py-files dist/icefloe.zip] spark_jobs/main.py <job> \\
+        --warehouse /data/wh --table db.events [job options]
+    python -m spark_jobs <job> ...                                  # the same, locally
 
-- `--catalog-uri URI`: the catalog database as a SQLAlchemy URL (SQLite or PostgreSQL);
-  default: the environment variable `ICEFLOE_CATALOG_URI`, else the SQLite file `catalog.db`
-  in the warehouse. The variable keeps a database password off the command line, where
-  process listings and scheduler logs would show it;
-- `--catalog-property K=V` (repeatable): catalog properties, e.g. FileIO's `s3.endpoint`,
-  `s3.path-style-access` for MinIO or Ceph;
-- `--catalog-name NAME`: the catalog's name in that database (default `default`);
-- `--warehouse PATH_OR_URI`: where new tables go, and the default catalog's home;
-- `--table NAMESPACE.NAME`: the table the job works on.
+`<job>` is a name of `spark_jobs.specs.jobs.JOBS`; its options come from the job's
+declaration (`spark_jobs.specs.argv`), the catalog options every job shares from
+`CatalogArgs`: `--catalog-uri` (default: `$ICEFLOE_CATALOG_URI`, else the SQLite file
+`catalog.db` in the warehouse; the variable keeps a password off the command line, which
+process listings and scheduler logs show), `--catalog-property K=V` (repeatable, e.g. FileIO's
+`s3.endpoint`), `--catalog-name` and `--warehouse`.
+
+Order of work: the options are parsed and checked first (a bad value exits 2 with one line
+naming the flag, and no Spark JVM is ever started), then the catalog is opened, then the
+Spark session is built and the job runs.
 
 Output: the last line on stdout is one JSON object with the job's result counters, so a
-scheduler can parse it whatever Spark printed before. On failure the exit status is non-zero
-(1; 2 for a bad command line) and the last line on stderr is a one-line cause, which is what
-Airflow shows. Tracebacks are printed above it only for failures that are bugs, not for bad
-input or conflicts the user can act on.
+scheduler can parse it whatever Spark printed before; a runner that sets
+`$ICEFLOE_RESULT_FILE` also gets `{"result": ...}` or `{"cause": ...}` in that file (the
+Airflow operator does: it needs no parsing of Spark's output). On failure the exit status is
+non-zero (1; 2 for a bad command line) and the last line on stderr is a one-line cause
+(`ExceptionType: message`), printed after the Spark session has stopped, so that no shutdown
+log follows it. Tracebacks are printed above it only for failures that are bugs, not for bad
+input or conflicts the user can act on. The jobs' own progress lines go to stderr through
+`logging` (`icefloe.<job>`), and Spark's own logging is turned down to warnings.
 """
 
 from __future__ import annotations
 
-import argparse
+import importlib
 import json
+import logging
 import os
 import sys
 import traceback
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, TextIO
 
 from icecore.catalog import Catalog, catalog_from_settings
 from icecore.errors import IcecoreError
 from spark_jobs.common.errors import JobError
-
-CATALOG_URI_ENV = "ICEFLOE_CATALOG_URI"
-
-Job = Callable[[Sequence[str] | None], Mapping[str, Any]]
+from spark_jobs.specs.argv import CATALOG_URI_ENV, RESULT_FILE_ENV, CatalogArgs, parse_job_args
+from spark_jobs.specs.jobs import JOBS
+from spark_jobs.specs.options import OptionError
 
 EXIT_FAILED = 1
 EXIT_USAGE = 2
 _MAX_CAUSE = 1000
 
 
-def job_parser(prog: str, description: str) -> argparse.ArgumentParser:
-    """A parser with the shared catalog and table options; jobs add their own."""
-    parser = argparse.ArgumentParser(prog=prog, description=description)
-    group = parser.add_argument_group("catalog and table (shared by every job)")
-    group.add_argument(
-        "--catalog-uri",
-        metavar="URI",
-        help=f"SQLAlchemy URL of the catalog database (default: ${CATALOG_URI_ENV}, else the "
-        "SQLite file catalog.db in the warehouse)",
-    )
-    group.add_argument(
-        "--catalog-property",
-        metavar="K=V",
-        action="append",
-        default=[],
-        type=_property,
-        help="catalog property, e.g. s3.endpoint=http://minio:9000 (repeatable)",
-    )
-    group.add_argument(
-        "--catalog-name", metavar="NAME", default="default", help="catalog name (default: default)"
-    )
-    group.add_argument("--warehouse", metavar="PATH_OR_URI", help="where new tables go")
-    group.add_argument(
-        "--table", metavar="NAMESPACE.NAME", required=True, help="the table to work on"
-    )
-    return parser
-
-
-def boolean_flag(text: str) -> bool:
-    """A boolean option's value (`--partial-progress.enabled true`), spelled one way by
-    every job."""
-    value = text.strip().lower()
-    if value in ("true", "1", "yes", "on"):
-        return True
-    if value in ("false", "0", "no", "off"):
-        return False
-    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
-
-
-def add_partial_progress(add: Callable[..., Any]) -> None:
-    """Iceberg's `partial-progress.enabled` / `partial-progress.max-commits`, in the spelling
-    of its procedures and with dashes, for both compactions (`add`: a parser's or an argument
-    group's `add_argument`)."""
-    add(
-        "--partial-progress-enabled",
-        "--partial-progress.enabled",
-        nargs="?",
-        const=True,
-        default=False,
-        type=boolean_flag,
-        metavar="BOOL",
-        help="commit the groups in several commits, not one (default false)",
-    )
-    add(
-        "--partial-progress-max-commits",
-        "--partial-progress.max-commits",
-        type=int,
-        default=10,
-        metavar="N",
-        help="at most this many commits with partial progress (default 10)",
-    )
-
-
-def _property(text: str) -> tuple[str, str]:
-    key, sep, value = text.partition("=")
-    if not sep or not key.strip():
-        raise argparse.ArgumentTypeError(f"expected K=V, got {text!r}")
-    return key.strip(), value
-
-
-def open_catalog(args: argparse.Namespace) -> Catalog:
+def open_catalog(args: CatalogArgs) -> Catalog:
     """The catalog the shared options describe."""
-    uri = args.catalog_uri or os.environ.get(CATALOG_URI_ENV) or None
+    uri = args.uri or os.environ.get(CATALOG_URI_ENV) or None
     if not uri and not args.warehouse:
         raise JobError(
             f"give --warehouse (SQLite catalog in it), --catalog-uri or ${CATALOG_URI_ENV}"
         )
     return catalog_from_settings(
-        uri=uri,
-        name=args.catalog_name,
-        warehouse=args.warehouse,
-        properties=dict(args.catalog_property),
+        uri=uri, name=args.name, warehouse=args.warehouse, properties=args.properties
     )
 
 
@@ -135,27 +69,123 @@ def one_line(exc: BaseException) -> str:
     return cause if len(cause) <= _MAX_CAUSE else cause[: _MAX_CAUSE - 3] + "..."
 
 
-def run(
-    job: Job,
+def _logging() -> None:
+    """The jobs' own lines, one per event, on stderr (where the operator reads them)."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(name)s: %(message)s", "%H:%M:%S"))
+    logger = logging.getLogger("icefloe")
+    if not logger.handlers:
+        logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    logger.propagate = False
+
+
+def run_job(job: str, argv: Sequence[str]) -> Mapping[str, Any]:
+    """Parse and check `argv` for `job`, then run it on a fresh session; its result."""
+    from spark_jobs.common.session import get_session  # noqa: PLC0415 (after the check)
+
+    spec = JOBS.get(job)
+    if spec is None:
+        raise SystemExit(
+            f"unknown job {job!r}; the jobs are: {', '.join(JOBS)} (usage: <job> --help)"
+        )
+    args = parse_job_args(spec, argv)
+    module = importlib.import_module(f"spark_jobs.{job}")
+    catalog = open_catalog(args.catalog)
+    try:
+        return dict(module.run(get_session(f"icefloe-{job}"), catalog, args.options))
+    finally:
+        catalog.close()
+
+
+def _record(outcome: Mapping[str, Any]) -> None:
+    """The outcome in `$ICEFLOE_RESULT_FILE`, when a runner asked for it: written whole or
+    not at all (a temporary file renamed)."""
+    target = os.environ.get(RESULT_FILE_ENV)
+    if not target:
+        return
+    partial = f"{target}.{os.getpid()}.tmp"
+    with open(partial, "w", encoding="utf-8") as handle:
+        json.dump(dict(outcome), handle, sort_keys=True, default=str)
+    os.replace(partial, target)
+
+
+def _say_cause(cause: str, err: TextIO) -> None:
+    """The one-line cause, last on stderr. Under spark-submit, Python's own stderr is merged
+    into spark-submit's stdout (its PythonRunner redirects the error stream), so the line goes
+    to the spark-submit JVM's stderr instead, through the gateway spark-submit opened: that
+    stream is the stderr Airflow and a terminal see, and with Spark's logging at warnings
+    nothing follows the line when the JVM exits."""
+    if err is sys.stderr and os.environ.get("PYSPARK_GATEWAY_PORT"):
+        try:
+            from pyspark.java_gateway import launch_gateway  # noqa: PLC0415
+
+            stream = launch_gateway().jvm.java.lang.System.err
+            stream.println(cause)
+            stream.flush()
+            _record({"cause": cause})
+            return
+        except Exception:  # no gateway after all: Python's stderr is the next best place
+            pass
+    print(cause, file=err, flush=True)
+    _record({"cause": cause})
+
+
+def _stop_spark(before: object) -> None:
+    """Stop the session the job built, if any, before its cause is printed: what Spark logs
+    while stopping must come before the cause, which is the last line. A session that was
+    there before (a caller's, in-process) is left running."""
+    if "pyspark" not in sys.modules:
+        return
+    from pyspark.sql import SparkSession  # noqa: PLC0415
+
+    session = SparkSession.getActiveSession()
+    if session is not None and session is not before:
+        session.stop()
+
+
+def _active_session() -> object:
+    if "pyspark" not in sys.modules:
+        return None
+    from pyspark.sql import SparkSession  # noqa: PLC0415
+
+    return SparkSession.getActiveSession()
+
+
+def main(
     argv: Sequence[str] | None = None,
     *,
     stdout: TextIO | None = None,
     stderr: TextIO | None = None,
 ) -> int:
-    """Run `job` with the command line `argv`; print its counters or its cause; return the
-    exit status for `sys.exit`."""
+    """`<job> [options]`: run it; print its counters or its cause; the exit status."""
     out = stdout or sys.stdout
     err = stderr or sys.stderr
+    args = list(sys.argv[1:] if argv is None else argv)
+    if not args or args[0] in ("-h", "--help"):
+        print(f"usage: main.py <job> [options]; jobs: {', '.join(JOBS)}", file=out)
+        return 0 if args else EXIT_USAGE
+    _logging()
+    before = _active_session()
     try:
-        result = job(argv)
-    except SystemExit as exc:  # argparse: usage errors and --help
+        result = run_job(args[0], args[1:])
+    except SystemExit as exc:  # argparse: usage errors and --help; an unknown job
+        if isinstance(exc.code, str):
+            _say_cause(exc.code, err)
+            return EXIT_USAGE
         return exc.code if isinstance(exc.code, int) else EXIT_USAGE
+    except OptionError as exc:
+        _say_cause(one_line(exc), err)
+        return EXIT_USAGE
     except (JobError, IcecoreError) as exc:
-        print(one_line(exc), file=err, flush=True)
+        _stop_spark(before)
+        _say_cause(one_line(exc), err)
         return EXIT_FAILED
     except Exception as exc:
         traceback.print_exc(file=err)
-        print(one_line(exc), file=err, flush=True)
+        _stop_spark(before)
+        _say_cause(one_line(exc), err)
         return EXIT_FAILED
     print(json.dumps(dict(result), sort_keys=True, default=str), file=out, flush=True)
+    _record({"result": result})
     return 0

@@ -11,6 +11,7 @@ All of them exist, with these names, in Spark 3.5 and 4.x, classic and Connect.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 
 from pyspark.sql import SparkSession
@@ -33,10 +34,19 @@ def configure(spark: SparkSession) -> SparkSession:
     return spark
 
 
+# Set by the Airflow operator when it configured Spark's logging itself (warnings in the task
+# log, everything in a file); otherwise a job turns Spark's own logging down to warnings.
+SPARK_LOGGING_ENV = "ICEFLOE_SPARK_LOGGING"
+
+
 def get_session(app_name: str) -> SparkSession:
-    """The job's session: the one spark-submit configured, with the Iceberg settings on."""
+    """The job's session: the one spark-submit configured, with the Iceberg settings on and
+    Spark's own log at warnings (people read the job's lines; Spark's INFO drowned them)."""
     builder = SparkSession.builder.appName(app_name).config("spark.ui.showConsoleProgress", "false")
-    return configure(builder.getOrCreate())
+    session = configure(builder.getOrCreate())
+    if os.environ.get(SPARK_LOGGING_ENV) != "configured":
+        session.sparkContext.setLogLevel("WARN")
+    return session
 
 
 def isolated_session(spark: SparkSession, settings: Mapping[str, str]) -> SparkSession:

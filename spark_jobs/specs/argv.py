@@ -18,6 +18,9 @@ from dataclasses import dataclass, field
 from spark_jobs.specs.options import BOOLEAN, JobOptions, JobSpec, Option, OptionError
 
 CATALOG_URI_ENV = "ICEFLOE_CATALOG_URI"
+# Where a runner (the Airflow operator) wants the job's outcome as JSON, besides the output:
+# {"result": {...}} or {"cause": "Type: message"}; read back whatever the job printed.
+RESULT_FILE_ENV = "ICEFLOE_RESULT_FILE"
 
 
 @dataclass(frozen=True)

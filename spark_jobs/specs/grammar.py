@@ -86,6 +86,16 @@ def format_size(size: int) -> str:
     return str(size)
 
 
+def describe_size(size: float) -> str:
+    """An approximate size for people: `1.2 GB`, `640.0 KB`, `12 B` (powers of 1024)."""
+    amount = float(size or 0)
+    for unit in ("B", "KB", "MB", "GB", "TB"):
+        if amount < 1024 or unit == "TB":
+            return f"{amount:.0f} {unit}" if unit == "B" else f"{amount:.1f} {unit}"
+        amount /= 1024
+    return f"{amount:.1f} TB"
+
+
 def parse_duration_ms(text: str | int) -> int:
     """Milliseconds from `7d`, `36h`, `90m`, `1d12h`, `1.5h`, `0s`; bare numbers in text are
     refused (seconds or milliseconds would be a guess), while an int is milliseconds already."""

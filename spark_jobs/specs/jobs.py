@@ -21,6 +21,7 @@ from spark_jobs.specs.options import (
     LOCATIONS,
     PAIRS,
     PARTITION_SPEC,
+    POSITIVE_SIZE,
     SIZE,
     SORT_ORDER,
     TEXT,
@@ -81,6 +82,73 @@ _TINY_FILES = Guard(
 _TABLE_HELP = "the Iceberg table, as NAMESPACE.NAME such as db.events"
 
 
+# Options both compactions take, worded for the files each rewrites ("data" or "delete").
+
+
+def _target_size(default: int | None, help: str) -> object:
+    return option(
+        default,
+        POSITIVE_SIZE,
+        help,
+        title="Target file size",
+        procedure="target-file-size-bytes",
+        guards=(_TINY_FILES,),
+    )
+
+
+def _min_size(files: str) -> object:
+    return option(
+        None,
+        SIZE,
+        f"{files} files below this size are rewritten (default: 75% of the target)",
+        title="Small file size",
+        procedure="min-file-size-bytes",
+    )
+
+
+def _max_size(files: str) -> object:
+    return option(
+        None,
+        SIZE,
+        f"{files} files above this size are split (default: 180% of the target)",
+        title="Large file size",
+        procedure="max-file-size-bytes",
+    )
+
+
+def _min_input_files(files: str) -> object:
+    return option(
+        5,
+        integer(1),
+        f"rewrite a partition's {files} files only from this many on",
+        procedure="min-input-files",
+    )
+
+
+def _rewrite_all(files: str) -> object:
+    return option(False, BOOLEAN, f"rewrite every {files} file", procedure="rewrite-all")
+
+
+def _max_group_size() -> object:
+    return option(
+        100 * GIB,
+        POSITIVE_SIZE,
+        "the most one file group rewrites",
+        title="Largest file group",
+        procedure="max-file-group-size-bytes",
+    )
+
+
+def _force() -> object:
+    return option(False, BOOLEAN, "accept values that would harm the table")
+
+
+def _max_attempts() -> object:
+    return option(
+        3, integer(1), "plans and commits again after a commit conflict, at most this many times"
+    )
+
+
 def _partial_progress_enabled() -> object:
     return option(
         False,
@@ -122,37 +190,13 @@ class RewriteDataFilesOptions(JobOptions):
         "with strategy sort: the order (default: the table's sort order)",
         procedure="sort_order",
     )
-    target_file_size_bytes: int | None = option(
-        None,
-        SIZE,
-        "size of the files written (default: the table's write.target-file-size-bytes, 512MB)",
-        title="Target file size",
-        procedure="target-file-size-bytes",
-        guards=(_TINY_FILES,),
+    target_file_size_bytes: int | None = _target_size(  # type: ignore[assignment]
+        None, "size of the files written (default: the table's write.target-file-size-bytes, 512MB)"
     )
-    min_file_size_bytes: int | None = option(
-        None,
-        SIZE,
-        "files below this size are rewritten (default: 75% of the target)",
-        title="Small file size",
-        procedure="min-file-size-bytes",
-    )
-    max_file_size_bytes: int | None = option(
-        None,
-        SIZE,
-        "files above this size are split (default: 180% of the target)",
-        title="Large file size",
-        procedure="max-file-size-bytes",
-    )
-    min_input_files: int = option(
-        5,
-        integer(1),
-        "rewrite a partition's files only from this many on",
-        procedure="min-input-files",
-    )
-    rewrite_all: bool = option(
-        False, BOOLEAN, "rewrite every data file, whatever its size", procedure="rewrite-all"
-    )
+    min_file_size_bytes: int | None = _min_size("data")  # type: ignore[assignment]
+    max_file_size_bytes: int | None = _max_size("data")  # type: ignore[assignment]
+    min_input_files: int = _min_input_files("data")  # type: ignore[assignment]
+    rewrite_all: bool = _rewrite_all("data")  # type: ignore[assignment]
     delete_file_threshold: int = option(
         2**31 - 1,
         integer(1),
@@ -165,13 +209,7 @@ class RewriteDataFilesOptions(JobOptions):
         "rewrite a data file once this fraction of its rows is deleted",
         procedure="delete-ratio-threshold",
     )
-    max_file_group_size_bytes: int = option(
-        100 * GIB,
-        SIZE,
-        "the most one file group rewrites",
-        title="Largest file group",
-        procedure="max-file-group-size-bytes",
-    )
+    max_file_group_size_bytes: int = _max_group_size()  # type: ignore[assignment]
     partial_progress_enabled: bool = _partial_progress_enabled()  # type: ignore[assignment]
     partial_progress_max_commits: int = _partial_progress_max_commits()  # type: ignore[assignment]
     output_spec_id: int | None = option(
@@ -202,7 +240,7 @@ class RewriteDataFilesOptions(JobOptions):
         title="Concurrent group rewrites",
         procedure="max-concurrent-file-group-rewrites",
     )
-    force: bool = option(False, BOOLEAN, "accept values that would harm the table")
+    force: bool = _force()  # type: ignore[assignment]
 
     def check(self) -> None:
         if self.sort_order is not None and self.strategy != "sort":
@@ -216,53 +254,21 @@ class RewritePositionDeletesOptions(JobOptions):
     force_option = "force"
 
     table: str = required(TABLE, _TABLE_HELP)
-    target_file_size_bytes: int = option(
-        64 * MIB,
-        SIZE,
-        "size of the delete files written",
-        title="Target file size",
-        procedure="target-file-size-bytes",
-        guards=(_TINY_FILES,),
+    target_file_size_bytes: int = _target_size(  # type: ignore[assignment]
+        64 * MIB, "size of the delete files written"
     )
-    min_file_size_bytes: int | None = option(
-        None,
-        SIZE,
-        "delete files below this size are rewritten (default: 75% of the target)",
-        title="Small file size",
-        procedure="min-file-size-bytes",
-    )
-    max_file_size_bytes: int | None = option(
-        None,
-        SIZE,
-        "delete files above this size are split (default: 180% of the target)",
-        title="Large file size",
-        procedure="max-file-size-bytes",
-    )
-    min_input_files: int = option(
-        5,
-        integer(1),
-        "rewrite a partition's delete files only from this many on",
-        procedure="min-input-files",
-    )
-    rewrite_all: bool = option(
-        False, BOOLEAN, "rewrite every delete file of the partitions", procedure="rewrite-all"
-    )
+    min_file_size_bytes: int | None = _min_size("delete")  # type: ignore[assignment]
+    max_file_size_bytes: int | None = _max_size("delete")  # type: ignore[assignment]
+    min_input_files: int = _min_input_files("delete")  # type: ignore[assignment]
+    rewrite_all: bool = _rewrite_all("delete")  # type: ignore[assignment]
     where: str | None = option(
         None, FILTER, "only partitions this filter may match", procedure="where"
     )
-    max_attempts: int = option(
-        3, integer(1), "plans and commits again after a commit conflict, at most this many times"
-    )
-    max_file_group_size_bytes: int = option(
-        100 * GIB,
-        SIZE,
-        "the most one file group rewrites",
-        title="Largest file group",
-        procedure="max-file-group-size-bytes",
-    )
+    max_attempts: int = _max_attempts()  # type: ignore[assignment]
+    max_file_group_size_bytes: int = _max_group_size()  # type: ignore[assignment]
     partial_progress_enabled: bool = _partial_progress_enabled()  # type: ignore[assignment]
     partial_progress_max_commits: int = _partial_progress_max_commits()  # type: ignore[assignment]
-    force: bool = option(False, BOOLEAN, "accept values that would harm the table")
+    force: bool = _force()  # type: ignore[assignment]
 
 
 @dataclass(frozen=True)
@@ -270,9 +276,7 @@ class ConvertEqualityDeletesOptions(JobOptions):
     """Replace equality deletes with position deletes naming the rows they delete."""
 
     table: str = required(TABLE, _TABLE_HELP)
-    max_attempts: int = option(
-        3, integer(1), "plans and commits again after a commit conflict, at most this many times"
-    )
+    max_attempts: int = _max_attempts()  # type: ignore[assignment]
 
 
 @dataclass(frozen=True)

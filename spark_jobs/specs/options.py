@@ -103,6 +103,18 @@ def _text(value: Any) -> str:
 SIZE = Kind(
     "size", f"a size such as {grammar.SIZE_EXAMPLE}", grammar.parse_size, grammar.format_size
 )
+
+
+def _positive_size(value: Any) -> int:
+    size = grammar.parse_size(value)
+    if size <= 0:
+        raise ValueError(f"expected a size above 0, such as {grammar.SIZE_EXAMPLE}, got {value!r}")
+    return size
+
+
+POSITIVE_SIZE = Kind(
+    "size", f"a size above 0 such as {grammar.SIZE_EXAMPLE}", _positive_size, grammar.format_size
+)
 DURATION = Kind(
     "duration",
     f"a duration such as {grammar.DURATION_EXAMPLE}",

@@ -19,7 +19,9 @@ holds the source columns (the data being written, or files read back).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from decimal import Decimal
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -28,6 +30,8 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from icecore.spec.schema import Schema
+from icecore.spec.sorting import NullOrder, SortDirection
 from icecore.spec.transforms import (
     BucketTransform,
     DayTransform,
@@ -54,7 +58,7 @@ from icecore.spec.types import (
     UUIDType,
 )
 from spark_jobs.common.errors import JobError
-from spark_jobs.schema import spark_type
+from spark_jobs.schema import quoted, spark_type
 from spark_jobs.writing.bucket import bucket_decimals, murmur3_binary, murmur3_longs, to_bucket
 
 MICROS_PER_DAY = 86_400_000_000
@@ -192,3 +196,21 @@ def bucket_column(num_buckets: int, sql: str, source_type: IcebergType) -> Colum
         raise JobError(f"bucket[{num_buckets}] of type {source_type} is not supported")
     hashed = udf(F.expr(f"coalesce({value}, {placeholder})"), F.lit(num_buckets))
     return F.when(F.expr(f"({sql}) is null"), F.lit(None).cast("int")).otherwise(hashed)
+
+
+def sort_columns(schema: Schema, fields: Sequence[Any]) -> list[Column]:
+    """Spark sort columns for Iceberg sort fields (direction and null order as declared)."""
+    columns = []
+    for f in fields:
+        source = schema.find_field(f.source_id)
+        column = transform_column(
+            f.transform, quoted(schema.column_name(f.source_id)), source.field_type
+        )
+        ascending = f.direction == SortDirection.ASC
+        nulls_first = f.null_order == NullOrder.NULLS_FIRST
+        if ascending:
+            column = column.asc_nulls_first() if nulls_first else column.asc_nulls_last()
+        else:
+            column = column.desc_nulls_first() if nulls_first else column.desc_nulls_last()
+        columns.append(column)
+    return columns

@@ -61,7 +61,7 @@ def iceberg_connection_json(warehouse: Path, uri: str | None = None, name: str =
     extra: dict[str, str] = {"warehouse": str(warehouse), "catalog_name": name}
     if uri:
         extra["uri"] = uri
-    return json.dumps({"conn_type": "iceberg", "extra": extra})
+    return json.dumps({"conn_type": "icefloe", "extra": extra})
 
 
 @pytest.fixture(scope="session")

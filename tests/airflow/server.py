@@ -91,6 +91,22 @@ class AirflowServer:
     def patch(self, path: str, **kwargs: Any) -> httpx.Response:
         return self.client.patch(path, **kwargs)
 
+    def task_log(self, dag_id: str, run_id: str, task_id: str, try_number: int = 1) -> str:
+        """A task's log as a person reads it in the UI: each line's event, then any errors."""
+        response = self.get(
+            f"/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}/logs/{try_number}",
+            headers={"Accept": "application/json"},
+        )
+        response.raise_for_status()
+        lines = []
+        for item in response.json()["content"]:
+            if not isinstance(item, dict):
+                lines.append(str(item))
+                continue
+            lines.append(str(item.get("event", "")))
+            lines.extend(str(e.get("exc_value", "")) for e in item.get("error_detail") or ())
+        return "\n".join(lines)
+
     def logs(self) -> dict[str, str]:
         """Each process's combined stdout/stderr so far."""
         return {proc.name: proc.log_path.read_text(errors="replace") for proc in self.processes}

@@ -24,8 +24,8 @@ from pyspark.sql import SparkSession
 
 from icecore.catalog import Catalog
 from icecore.table import Table
-from spark_jobs.ingestion.job import ingest
-from spark_jobs.ingestion.options import IngestOptions
+from spark_jobs.ingest import run as ingest
+from spark_jobs.specs.jobs import IngestOptions
 from tests.support.reader import scan_rows
 
 SOURCE_SCHEMA = "id long, v string, ts timestamp_ntz, op string"

@@ -20,7 +20,7 @@ from icefloe_airflow.operators import OPERATORS
 
 from spark_jobs.specs import JOBS, Option
 from spark_jobs.specs.argv import parse_job_args
-from spark_jobs.specs.options import BOOLEAN, DURATION, INSTANT, SIZE
+from spark_jobs.specs.options import BOOLEAN, DURATION, INSTANT
 
 pytestmark = pytest.mark.usefixtures("iceberg_connection")
 
@@ -31,7 +31,7 @@ def good_and_bad(option: Option) -> tuple[Any, Any, str | None]:
     """(a value a person would type, the typed value the job must get, a wrong value or None
     when the kind has no wrong text: free text, column lists)."""
     kind = option.kind
-    if kind is SIZE:
+    if kind.name == "size":
         return "128MB", 128 * MIB, "128 parsecs"
     if kind is DURATION:
         return "36h", 36 * 3_600_000, "7 days"
@@ -54,6 +54,10 @@ def good_and_bad(option: Option) -> tuple[Any, Any, str | None]:
         return "/wh/other\n/wh/more", ["/wh/other", "/wh/more"], None
     if kind.name == "filter":
         return "id > 3", "id > 3", "this is not sql"
+    if kind.name == "sort order":
+        return "ts desc, id", "ts desc, id", "ts sideways"
+    if kind.name == "partition spec":
+        return "day(ts), bucket(16, id)", "day(ts), bucket(16, id)", "day(ts"
     return "id > 3", "id > 3", None
 
 
@@ -92,7 +96,8 @@ def test_every_form_field_is_a_declared_option() -> None:
                 schema = params[option.name].schema
                 assert schema["title"] == option.title
                 if option.name != "table":
-                    assert "null" in schema["type"], (job, option.name)  # not required
+                    kinds = schema.get("type") or [k["type"] for k in schema["anyOf"]]
+                    assert "null" in kinds, (job, option.name)  # not required
                 if "enum" in schema:  # clearing sends null: it reads as the job's default
                     assert schema["values_display"]["null"].startswith("the job's default")
 
@@ -105,7 +110,9 @@ def test_what_is_typed_reaches_the_job_unchanged(job: str, option: Option) -> No
         params["strategy"] = "sort"
     if job == "remove_orphan_files" and option.name == "min_age":
         params["force"] = True  # a floor of 36h with the default older-than of 3d is fine
-    parsed = parse_job_args(JOBS[job], argv_of(job, params)).options
+    argv = argv_of(job, params)
+    assert argv[0] == job
+    parsed = parse_job_args(JOBS[job], argv[1:]).options
     assert getattr(parsed, option.name) == expected
 
 
@@ -114,9 +121,12 @@ def test_a_wrong_value_is_refused_in_words_naming_the_field(job: str, option: Op
     _, _, wrong = good_and_bad(option)
     if wrong is None:
         pytest.skip(f"{option.kind.name}: any text is a value")
+    params = {**base_params(job), option.name: wrong}
+    if option.name == "sort_order":
+        params["strategy"] = "sort"
     started = time.monotonic()
     with pytest.raises(AirflowException) as refused:
-        argv_of(job, {**base_params(job), option.name: wrong})
+        argv_of(job, params)
     message = str(refused.value)
     assert message.startswith(f'"{option.title}": '), message
     assert ("expected" in message and repr(wrong) in message) or wrong in message

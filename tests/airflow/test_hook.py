@@ -12,7 +12,9 @@ from icefloe_airflow.hook import CatalogSettings, IcebergHook
 from icecore.errors import NoSuchTableError
 from icecore.spec.schema import Schema
 from icecore.spec.types import LongType, NestedField
-from spark_jobs.common.cli import job_parser, open_catalog
+from spark_jobs.common.cli import open_catalog
+from spark_jobs.specs.argv import parse_job_args
+from spark_jobs.specs.jobs import JOBS
 from tests.support.catalogs import forget_catalog, postgres_unavailable, unique_catalog_name
 
 SCHEMA = Schema((NestedField(1, "id", LongType(), required=True),))
@@ -29,7 +31,8 @@ def test_settings_and_job_flags_open_the_same_catalog(iceberg_connection: Path) 
     hook.get_catalog().create_namespace("db")
     hook.get_catalog().create_table("db.events", SCHEMA)
     assert hook.load_table("db.events").metadata.schema() == SCHEMA
-    job_catalog = open_catalog(job_parser("t", "t").parse_args([*args, "--table", "db.events"]))
+    parsed = parse_job_args(JOBS["expire_snapshots"], [*args, "--table", "db.events"])
+    job_catalog = open_catalog(parsed.catalog)
     try:
         assert job_catalog.load_table("db.events").metadata_location == (
             hook.load_table("db.events").metadata_location
@@ -58,7 +61,7 @@ def test_postgresql_catalog_and_state(tmp_path: Path, monkeypatch: pytest.Monkey
     name = unique_catalog_name()
     extra = {"uri": POSTGRES_URI, "catalog_name": name, "warehouse": str(tmp_path)}
     monkeypatch.setenv(
-        "AIRFLOW_CONN_ICEBERG_PG", json.dumps({"conn_type": "iceberg", "extra": extra})
+        "AIRFLOW_CONN_ICEBERG_PG", json.dumps({"conn_type": "icefloe", "extra": extra})
     )
     hook = IcebergHook("iceberg_pg")
     try:
@@ -99,7 +102,7 @@ def test_unusable_connections_are_refused(
     monkeypatch: pytest.MonkeyPatch, extra: dict[str, str], message: str
 ) -> None:
     monkeypatch.setenv(
-        "AIRFLOW_CONN_ICEBERG_BAD", json.dumps({"conn_type": "iceberg", "extra": extra})
+        "AIRFLOW_CONN_ICEBERG_BAD", json.dumps({"conn_type": "icefloe", "extra": extra})
     )
     with pytest.raises(ValueError, match=rf"connection 'iceberg_bad': {message}"):
         IcebergHook("iceberg_bad").settings()
@@ -112,7 +115,7 @@ def test_undefined_connection_is_named() -> None:
 
 def test_password_and_uri_stay_off_the_command_line(monkeypatch: pytest.MonkeyPatch) -> None:
     connection = {
-        "conn_type": "iceberg",
+        "conn_type": "icefloe",
         "password": "s3cret",
         "extra": {
             "uri": "postgresql+psycopg2://iceberg@db:5432/catalog",
@@ -127,9 +130,9 @@ def test_password_and_uri_stay_off_the_command_line(monkeypatch: pytest.MonkeyPa
     assert hook.job_env() == {"ICEFLOE_CATALOG_URI": uri}
     args = hook.job_args(include_uri=False)
     assert not any("s3cret" in a for a in args)
-    parsed = job_parser("t", "t").parse_args([*args, "--table", "db.t"])
-    assert (parsed.catalog_uri, parsed.warehouse) == (None, "s3://bucket/wh")
-    assert dict(parsed.catalog_property) == {
+    parsed = parse_job_args(JOBS["expire_snapshots"], [*args, "--table", "db.t"]).catalog
+    assert (parsed.uri, parsed.warehouse) == (None, "s3://bucket/wh")
+    assert dict(parsed.properties) == {
         "s3.endpoint": "http://minio:9000",
         "s3.path-style-access": "true",
     }

@@ -30,10 +30,8 @@ from icefloe_airflow.operators import (
     TableHealthOperator,
 )
 from icefloe_airflow.operators.base import (
-    failure_cause,
-    job_file,
+    launcher,
     package_zip,
-    parse_result,
 )
 from icefloe_airflow.policy import MaintenancePolicy
 from icefloe_airflow.state import LOCKS, RUNS, MaintenanceStore
@@ -61,7 +59,8 @@ def parse(operator: Any, warehouse: Path) -> Any:
     """The operator's command line as the job itself parses it: the job's options."""
     options = operator.checked_options({})
     args = operator.build_application_args(IcebergHook(operator.iceberg_conn_id), options)
-    parsed = parse_job_args(JOBS[operator.job], args)
+    assert args[0] == operator.job  # main.py <job> ...
+    parsed = parse_job_args(JOBS[operator.job], args[1:])
     catalog = parsed.catalog
     assert (catalog.warehouse, catalog.name, catalog.uri) == (str(warehouse), "default", None)
     assert isinstance(parsed.options, JobOptions)
@@ -188,32 +187,13 @@ def test_managed_arguments_cannot_be_passed() -> None:
 
 
 def test_job_files_and_package_zip(tmp_path: Path) -> None:
-    assert job_file("rewrite_data_files").read_text().startswith('"""')
+    assert launcher().name == "main.py" and launcher().read_text().startswith('"""')
     first = package_zip(tmp_path)
     stamp = first.stat().st_mtime_ns
     assert package_zip(tmp_path) == first and first.stat().st_mtime_ns == stamp  # cached
     names = set(zipfile.ZipFile(first).namelist())
-    assert {"icecore/__init__.py", "spark_jobs/common/cli.py", "spark_jobs/ingest.py"} <= names
+    assert {"icecore/__init__.py", "spark_jobs/main.py", "spark_jobs/ingest/job.py"} <= names
     assert [p.name for p in tmp_path.iterdir()] == [first.name]  # no temporary left behind
-
-
-def test_result_and_cause_lines() -> None:
-    output = [
-        "25/01/07 10:00:00 INFO SparkContext: Running Spark version 4.1.1",
-        "WARNING: Using incubator modules: jdk.incubator.vector",
-        '{"rewritten_data_files": 3, "table": "db.t"}',
-        "25/01/07 10:00:09 INFO ShutdownHookManager: Shutdown hook called",
-    ]
-    assert parse_result(output) == {"rewritten_data_files": 3, "table": "db.t"}
-    assert failure_cause(output) is None
-    failed = [
-        "Traceback (most recent call last):",
-        '  File "x.py", line 1, in <module>',
-        "NoSuchTableError: table db.missing does not exist",
-        "25/01/07 10:00:09 INFO ShutdownHookManager: Deleting directory /tmp/spark-1",
-    ]
-    assert failure_cause(failed) == "NoSuchTableError: table db.missing does not exist"
-    assert parse_result(failed) is None
 
 
 def test_health_operator_reports_due_jobs(iceberg_connection: Path) -> None:
@@ -367,7 +347,7 @@ def catalog_connection(
     if postgres_unavailable() is None:
         name = unique_catalog_name()
         extra = {"uri": POSTGRES_URI, "catalog_name": name, "warehouse": str(iceberg_connection)}
-        connection = json.dumps({"conn_type": "iceberg", "extra": extra})
+        connection = json.dumps({"conn_type": "icefloe", "extra": extra})
         monkeypatch.setenv("AIRFLOW_CONN_ICEBERG_DEFAULT", connection)
     hook = IcebergHook()
     yield hook

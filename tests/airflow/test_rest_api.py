@@ -41,15 +41,25 @@ def test_trigger_with_conf_runs_to_success_and_bad_conf_is_refused(
         # Earlier dag.test() runs of this session share the metadata database.
         runs_before = server.get(runs).json()["total_entries"]
 
-        for conf, field in (
-            ({"table": "clicked"}, "table"),  # no namespace
-            ({"table": TABLE, "max_attempts": 0}, "max_attempts"),
-            ({"table": TABLE, "max_attempts": "three"}, "max_attempts"),
+        # A value of the wrong JSON type is refused by Airflow itself, before any run exists.
+        conf = {"table": TABLE, "max_attempts": [3]}
+        refused = server.post(runs, json={"logical_date": None, "conf": conf})
+        assert refused.status_code == 400, refused.text
+        assert "max_attempts" in refused.text
+        assert server.get(runs).json()["total_entries"] == runs_before
+        # A value the job cannot take fails the run's task in words naming the form's field,
+        # before any Spark starts, and without retries.
+        for conf, words in (
+            ({"table": "clicked"}, '"Table": expected NAMESPACE.NAME'),
+            ({"table": TABLE, "max_attempts": 0}, '"Max attempts": '),
         ):
-            refused = server.post(runs, json={"logical_date": None, "conf": conf})
-            assert refused.status_code == 400, refused.text
-            assert field in refused.text
-        assert server.get(runs).json()["total_entries"] == runs_before  # no run was created
+            response = server.post(runs, json={"logical_date": None, "conf": conf})
+            assert response.status_code == 200, response.text
+            run_id = response.json()["dag_run_id"]
+            assert server.wait_for_dag_run(DAG_ID, run_id, timeout=120)["state"] == "failed"
+            log = server.task_log(DAG_ID, run_id, "convert_equality_deletes")
+            assert f"refused: {words}" in log, log
+            assert "full Spark driver log" not in log  # spark-submit never ran
 
         response = server.post(
             runs, json={"logical_date": None, "conf": {"table": TABLE, "max_attempts": 2}}

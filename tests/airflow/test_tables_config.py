@@ -15,7 +15,8 @@ from icefloe_airflow.tables_config import (
     load_tables_config,
 )
 
-from spark_jobs.expire_snapshots import build_parser as expire_parser
+from spark_jobs.specs.argv import parse_job_args
+from spark_jobs.specs.jobs import JOBS
 
 CONFIG = """
 defaults:
@@ -78,10 +79,11 @@ def test_tables_with_defaults_and_overrides(tmp_path: Path) -> None:
 def test_job_options_merge_policy_and_explicit_options(tmp_path: Path) -> None:
     _, _, audit = load_tables_config(write(tmp_path, CONFIG))
     options = audit.job_options("expire_snapshots")
-    assert options == {"older-than": "1800s", "retain-last": 1, "min-age": "1800s"}
+    assert options == {"older-than": "30m", "retain-last": 1, "min-age": "30m"}
     flags = [f"--{k}={v}" for k, v in options.items()]
-    args = expire_parser().parse_args(["--warehouse", "/w", "--table", "db.audit", *flags])
-    assert (args.older_than, args.retain_last, args.min_age) == ("1800s", 1, "1800s")
+    argv = ["--warehouse", "/w", "--table", "db.audit", *flags]
+    args = parse_job_args(JOBS["expire_snapshots"], argv).options
+    assert (args.older_than, args.retain_last, args.min_age) == ("30m", 1, 1_800_000)
     events, _, _ = load_tables_config(write(tmp_path, CONFIG))
     assert events.job_options("rewrite_data_files") == {
         "max-concurrent-file-group-rewrites": 2,
@@ -132,7 +134,7 @@ def test_plain_list_and_empty_file(tmp_path: Path) -> None:
         ),
         (
             "tables:\n  - table: db.t\n    retention: {max_snapshot_age: soon}\n",
-            r"tables\[0\]: max_snapshot_age: invalid duration 'soon'",
+            r"tables\[0\]: max_snapshot_age: expected a duration such as 7d.*, got 'soon'",
         ),
         (
             "tables:\n  - table: db.t\n"

@@ -217,7 +217,7 @@ def ui(airflow_db: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[U
             "/api/v2/connections",
             json={
                 "connection_id": "iceberg_default",
-                "conn_type": "iceberg",
+                "conn_type": "icefloe",
                 "extra": json.dumps({"warehouse": str(warehouse), "catalog_name": "default"}),
             },
         )
@@ -236,7 +236,7 @@ def test_plugin_is_registered_with_its_nav_entry(ui: UI) -> None:
     ]
     (view,) = plugin["external_views"]
     assert (view["href"], view["url_route"], view["destination"]) == ("icefloe/", "icefloe", "nav")
-    assert "icefloe_plugin.py" in plugin["source"]
+    assert "icefloe_airflow.plugin" in plugin["source"]  # the package's entry point
     # The package itself is hidden from the folder scan, so nothing was imported twice.
     assert ui.server.get("/api/v2/plugins/importErrors").json()["import_errors"] == []
 
@@ -260,7 +260,28 @@ def test_plugin_loads_once_and_cheaply_outside_the_api_server() -> None:
     names_and_errors, modules = result.stdout.strip().splitlines()[-2:]
     assert names_and_errors == "['icefloe'] {}"
     # The run-note listener is one small module; the web app stays out.
-    assert modules == "['icefloe_airflow', 'icefloe_airflow.plugin', 'icefloe_airflow.run_notes']"
+    assert modules == (
+        "['icefloe_airflow', 'icefloe_airflow.plugin', 'icefloe_airflow.provider_info', "
+        "'icefloe_airflow.run_notes']"
+    )
+
+
+def test_the_connection_form_shows_icefloes_fields(ui: UI) -> None:
+    """The api-server's metadata for the connection form, as the UI fetches it: icefloe's
+    fields and behaviour, from the provider info."""
+    meta = ui.server.get("/ui/connections/hook_meta")
+    assert meta.status_code == 200, meta.text
+    [icefloe] = [m for m in meta.json() if m["connection_type"] == "icefloe"]
+    assert icefloe["hook_name"] == "Iceberg catalog (icefloe)"
+    fields = icefloe["extra_fields"]
+    assert {name.rsplit("__", 1)[-1] for name in fields} == {
+        "warehouse",
+        "uri",
+        "catalog_name",
+        "properties",
+    }
+    assert icefloe["standard_fields"]["password"]["title"] == "Catalog database password"
+    assert icefloe["standard_fields"]["host"]["hidden"] is True
 
 
 def test_page_is_behind_airflow_auth(ui: UI) -> None:

@@ -69,4 +69,4 @@ def test_user_dag_holds_the_self_optimizing_group() -> None:
     rewrite = dag.get_task(group + "rewrite_data_files")
     assert rewrite.options == {"strategy": "sort", "sort-order": "order_id"}
     expire = dag.get_task(group + "expire_snapshots")
-    assert expire.options == {"older-than": "86400s", "retain-last": 1}
+    assert expire.options == {"older-than": "1d", "retain-last": 1}

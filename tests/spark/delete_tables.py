@@ -26,9 +26,9 @@ from icecore.spec.manifest import DataFile, FileContent, ManifestEntry, read_man
 from icecore.spec.schema import Schema
 from icecore.spec.types import LongType, NestedField, StringType, TimestampType
 from icecore.table import Table
-from spark_jobs.ingestion.job import ingest
-from spark_jobs.ingestion.options import IngestOptions
-from spark_jobs.ingestion.table_setup import create_table, unpartitioned_spec
+from spark_jobs.ingest import run as ingest
+from spark_jobs.ingest.table_setup import create_table, unpartitioned_spec
+from spark_jobs.specs.jobs import IngestOptions
 from tests.support.reader import scan_rows
 from tests.support.tables import LocalTable
 
@@ -78,7 +78,7 @@ def build(
 
 def model_apply(model: list[tuple[Any, ...]], batch_rows: list[tuple[Any, ...]]) -> None:
     """The CDC contract on a list of (id, v, ts): `I` adds, `U` replaces every row of its
-    key, `D` deletes them (see spark_jobs.ingestion.changes)."""
+    key, `D` deletes them (see spark_jobs.ingest.changes)."""
     for key, v, ts, op in batch_rows:
         if op != "I":
             model[:] = [m for m in model if m[0] != key]

@@ -17,7 +17,7 @@ SPARK_SUBMIT = Path(sys.executable).parent / "spark-submit"
 def submit_command(
     job: str, workdir: Path, args: Sequence[str]
 ) -> tuple[list[str], dict[str, str]]:
-    """The command and environment that run `spark_jobs/<job>.py` on local[2]."""
+    """The command and environment that run `spark_jobs/main.py <job>` on local[2]."""
     package = build_zip(workdir / "dist" / "icefloe.zip")
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
     command = [
@@ -26,13 +26,14 @@ def submit_command(
         "--conf", "spark.ui.enabled=false",
         "--conf", "spark.sql.shuffle.partitions=2",
         "--py-files", str(package),
-        str(ROOT / "spark_jobs" / f"{job}.py"),
+        str(ROOT / "spark_jobs" / "main.py"),
+        job,
         *args,
     ]  # fmt: skip
     return command, env
 
 
-def run_job(job: str, workdir: Path, args: Sequence[str]) -> subprocess.CompletedProcess[str]:
+def spark_submit(job: str, workdir: Path, args: Sequence[str]) -> subprocess.CompletedProcess[str]:
     command, env = submit_command(job, workdir, args)
     return subprocess.run(
         command, cwd=workdir, env=env, capture_output=True, text=True, timeout=300, check=False

@@ -21,15 +21,16 @@ from icecore.catalog import SqlCatalog
 from icecore.spec.manifest import FileContent
 from icecore.spec.schema import Schema
 from icecore.spec.types import LongType, NestedField, StringType, TimestampType
-from spark_jobs.common.cli import run
-from spark_jobs.convert_equality_deletes import main
-from spark_jobs.ingestion.table_setup import create_table
-from spark_jobs.maintenance import equality_conversion
-from spark_jobs.maintenance.equality_conversion import ConvertOptions, convert_equality_deletes
+from spark_jobs.common.cli import main
+from spark_jobs.common.cli import run_job as run_in_process
+from spark_jobs.convert_equality_deletes import job as equality_conversion
+from spark_jobs.convert_equality_deletes import run as convert_equality_deletes
+from spark_jobs.ingest.table_setup import create_table
+from spark_jobs.specs.jobs import ConvertEqualityDeletesOptions
 from spark_jobs.writing.files import POSITION_DELETE_SCHEMA
 from spark_jobs.writing.metrics import MetricsConfig, decode, footer_metrics
 from tests.spark.delete_tables import TABLE, build, cdc, live, rows
-from tests.spark.submit import run_job
+from tests.spark.submit import spark_submit
 from tests.support.duckdb import duck_connection  # noqa: F401 - provides the `duck` fixture
 from tests.support.reader import scan_rows
 
@@ -92,7 +93,7 @@ def _convert_and_check(
     expected = rows(table, duck if duck_before else None)
     start = table.metadata.current_snapshot()
 
-    result = convert_equality_deletes(spark, catalog, ConvertOptions(TABLE))
+    result = convert_equality_deletes(spark, catalog, ConvertEqualityDeletesOptions(TABLE))
 
     table = catalog.load_table(TABLE)
     after_files = live(table)
@@ -111,7 +112,7 @@ def _convert_and_check(
     _check_sequence_numbers(table, before_files)
     _check_files_as_described(table, before_files)
     # Nothing left to do: a second run commits nothing.
-    again = convert_equality_deletes(spark, catalog, ConvertOptions(TABLE))
+    again = convert_equality_deletes(spark, catalog, ConvertEqualityDeletesOptions(TABLE))
     assert again["status"] == "no-equality-deletes"
 
 
@@ -190,7 +191,7 @@ def test_concurrent_rewrite_of_a_target_conflicts_then_replans(
         return real_commit(table, state, **kwargs)
 
     monkeypatch.setattr(equality_conversion, "_commit", racing_commit)
-    result = convert_equality_deletes(spark, catalog, ConvertOptions(TABLE))
+    result = convert_equality_deletes(spark, catalog, ConvertEqualityDeletesOptions(TABLE))
     assert result["attempts"] == 2
     assert len(result["conflicts"]) == 1 and str(raced[0]) in result["conflicts"][0]
     assert "missing data file" in result["conflicts"][0]
@@ -203,7 +204,9 @@ def test_cli_without_equality_deletes(
     catalog: SqlCatalog, spark: SparkSession, warehouse: Any
 ) -> None:
     build(spark, catalog, 1, None, seed=1)
-    result = main(["--warehouse", str(warehouse), "--table", TABLE])
+    result = run_in_process(
+        "convert_equality_deletes", ["--warehouse", str(warehouse), "--table", TABLE]
+    )
     assert result["status"] == "no-equality-deletes"
 
 
@@ -214,7 +217,7 @@ def test_spark_submit(
     day = dt.datetime(2024, 1, 1)
     cdc(spark, catalog, [(i, f"a{i}", day, "I") for i in range(6)])
     cdc(spark, catalog, [(1, "u", day, "U"), (2, "", day, "D")])
-    done = run_job(
+    done = spark_submit(
         "convert_equality_deletes", tmp_path, ["--warehouse", str(warehouse), "--table", TABLE]
     )
     assert done.returncode == 0, done.stderr[-3000:]
@@ -227,5 +230,5 @@ def test_spark_submit(
 
     out, err = io.StringIO(), io.StringIO()
     argv = ["--warehouse", str(warehouse), "--table", "db.missing"]
-    assert run(main, argv, stdout=out, stderr=err) == 1
+    assert main(["convert_equality_deletes", *argv], stdout=out, stderr=err) == 1
     assert err.getvalue().strip().splitlines()[-1]

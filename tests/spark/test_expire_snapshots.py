@@ -15,6 +15,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -30,12 +31,12 @@ from icecore.spec.manifest import read_manifest
 from icecore.spec.schema import Schema
 from icecore.spec.types import LongType, NestedField
 from icecore.table import Table
-from spark_jobs.common.cli import run
+from spark_jobs.common.cli import main
 from spark_jobs.common.errors import JobError
-from spark_jobs.expire_snapshots import ExpireOptions, expire, main
-from spark_jobs.ingestion.job import ingest
-from spark_jobs.ingestion.options import IngestOptions
-from spark_jobs.remove_orphan_files import OrphanOptions, remove_orphans
+from spark_jobs.expire_snapshots import run as expire
+from spark_jobs.ingest import run as ingest
+from spark_jobs.remove_orphan_files import run as remove_orphans
+from spark_jobs.specs.jobs import ExpireSnapshotsOptions, IngestOptions, RemoveOrphanFilesOptions
 from tests.support.catalogs import append_rows
 from tests.support.duckdb import duck_connection  # noqa: F401 - provides the `duck` fixture
 from tests.support.reader import scan_rows
@@ -86,7 +87,7 @@ def appended_history(catalog: SqlCatalog, count: int) -> list[int]:
 
 
 def orphans(spark: SparkSession, catalog: SqlCatalog) -> list[str]:
-    options = OrphanOptions(table=NAME, older_than="0s", dry_run=True)
+    options = RemoveOrphanFilesOptions(table=NAME, older_than="0s", dry_run=True)
     return remove_orphans(spark, catalog, options)["orphan_file_location"]
 
 
@@ -133,7 +134,9 @@ def test_expiry_keeps_retained_snapshots_readable_and_deletes_only_unreachable_f
     dry = expire(
         spark,
         catalog,
-        ExpireOptions(table=NAME, older_than="0s", retain_last=2, min_age="0s", dry_run=True),
+        ExpireSnapshotsOptions(
+            table=NAME, older_than="0s", retain_last=2, min_age="0s", dry_run=True
+        ),
     )
     assert dry["dry_run"] and not dry["committed"]
     assert dry["expired_snapshot_ids"] == sorted(history[:3])
@@ -144,7 +147,7 @@ def test_expiry_keeps_retained_snapshots_readable_and_deletes_only_unreachable_f
     result = expire(
         spark,
         catalog,
-        ExpireOptions(
+        ExpireSnapshotsOptions(
             table=NAME,
             older_than="0s",
             retain_last=2,
@@ -188,16 +191,16 @@ def test_the_floor_refuses_young_snapshots_and_the_current_one(
     history = appended_history(catalog, 3)
     location = catalog.load_table(NAME).metadata_location
     with pytest.raises(JobError, match="--min-age floor"):
-        expire(spark, catalog, ExpireOptions(table=NAME, older_than="0s"))
+        expire(spark, catalog, ExpireSnapshotsOptions(table=NAME, older_than="0s"))
     with pytest.raises(JobError, match=rf"refusing to expire snapshot\(s\) \[{history[0]}\]"):
-        expire(spark, catalog, ExpireOptions(table=NAME, snapshot_ids=[history[0]]))
+        expire(spark, catalog, ExpireSnapshotsOptions(table=NAME, snapshot_ids=[history[0]]))
     current = catalog.load_table(NAME).metadata.current_snapshot()
     assert current is not None
     with pytest.raises(ValidationError, match="still referenced by \\['main'\\]"):
         expire(
             spark,
             catalog,
-            ExpireOptions(table=NAME, snapshot_ids=[current.snapshot_id], force=True),
+            ExpireSnapshotsOptions(table=NAME, snapshot_ids=[current.snapshot_id], force=True),
         )
     assert catalog.load_table(NAME).metadata_location == location  # nothing committed
     table = catalog.load_table(NAME)
@@ -206,7 +209,7 @@ def test_the_floor_refuses_young_snapshots_and_the_current_one(
     ).commit()
     metadata_files = {m.metadata_file for m in table.refresh().metadata.metadata_log}
     forced = expire(
-        spark, catalog, ExpireOptions(table=NAME, snapshot_ids=[history[0]], force=True)
+        spark, catalog, ExpireSnapshotsOptions(table=NAME, snapshot_ids=[history[0]], force=True)
     )
     assert forced["expired_snapshot_ids"] == [history[0]]
     assert forced["deleted_manifest_lists_count"] == 1
@@ -220,35 +223,69 @@ def test_spark_submit_prints_the_counters(
 ) -> None:
     history = appended_history(catalog, 2)
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYTHONPATH": str(ROOT)}
-    command = [
+    submit = [
         str(Path(sys.executable).parent / "spark-submit"),
         "--master",
         "local[1]",
         "--conf",
         "spark.ui.enabled=false",
-        str(ROOT / "spark_jobs" / "expire_snapshots.py"),
+        str(ROOT / "spark_jobs" / "main.py"),
+        "expire_snapshots",
         "--warehouse",
         str(warehouse),
-        "--table",
-        NAME,
-        "--older-than",
-        "2000-01-01T00:00:00Z",
-        "--snapshot-ids",
-        str(history[0]),
-        "--force",
     ]
-    done = subprocess.run(
-        command, check=False, capture_output=True, text=True, env=env, timeout=300
-    )
+
+    def run(*argv: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [*submit, *argv],
+            check=False,
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=300,
+            cwd=tmp_path,
+        )
+
+    done = run("--table", NAME, "--older-than", "2000-01-01T00:00:00Z",
+               "--snapshot-ids", str(history[0]), "--force")  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     result = json.loads(done.stdout.strip().splitlines()[-1])
     assert result["expired_snapshot_ids"] == [history[0]]
     assert result["deleted_manifest_lists_count"] == 1
     assert [s.snapshot_id for s in catalog.load_table(NAME).metadata.snapshots] == history[1:]
+    # Spark's own logging: its start-up lines only (spark-submit starts the JVM before the
+    # job can turn it down; the Airflow operator configures it from the start). The job's own
+    # lines come through Python's stderr, which spark-submit merges into its stdout.
+    assert len([line for line in done.stderr.splitlines() if " INFO " in line]) < 50
+    assert "icefloe.expire_snapshots: plan: expire 1 of 2 snapshots" in done.stdout
 
-    # The CLI contract, in process (a second spark-submit would only cost time).
+    # A failure inside the job: the cause is the last line on stderr, after Spark stopped
+    # (no shutdown log after it), and nothing on stdout but what Spark printed before.
+    failed = run("--table", "db.missing")
+    assert failed.returncode == 1
+    cause = failed.stderr.strip().splitlines()[-1]
+    assert cause.startswith("NoSuchTableError: table db.missing does not exist"), cause
+    assert "NoSuchTableError" not in failed.stdout
+
+    # A bad value: refused before a session exists, exit 2, one line naming the flag.
+    started = time.monotonic()
+    refused = subprocess.run(
+        [sys.executable, str(ROOT / "spark_jobs" / "main.py"), "expire_snapshots",
+         "--warehouse", str(warehouse), "--table", NAME, "--older-than", "yesterday-ish"],
+        check=False, capture_output=True, text=True, env=env, timeout=60,
+    )  # fmt: skip
+    assert refused.returncode == 2
+    assert refused.stderr.strip().splitlines() == [
+        "OptionError: --older-than: expected an age such as 3d or 12h, or an ISO timestamp such "
+        "as 2024-01-07T00:00:00Z, got 'yesterday-ish'"
+    ]
+    assert time.monotonic() - started < 5  # no JVM: a Python start-up and a parse
+
+    # The CLI contract, in process.
     out, err = io.StringIO(), io.StringIO()
-    argv = [*command[command.index("--warehouse") :], "--retain-last", "0"]
-    assert run(main, argv, stdout=out, stderr=err) == 1
+    argv = ["--warehouse", str(warehouse), "--table", NAME, "--retain-last", "0"]
+    assert main(["expire_snapshots", *argv], stdout=out, stderr=err) == 2
     assert out.getvalue() == ""
-    assert err.getvalue().splitlines()[-1] == "JobError: --retain-last must be at least 1, not 0"
+    assert err.getvalue().splitlines()[-1] == (
+        "OptionError: --retain-last: expected a whole number of at least 1, got 0"
+    )

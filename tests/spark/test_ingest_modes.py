@@ -19,10 +19,10 @@ from pyspark.sql import DataFrame, SparkSession
 from icecore.catalog import SqlCatalog
 from icecore.table import Table
 from spark_jobs.common.errors import JobError
-from spark_jobs.ingestion.commit import BatchAlreadyCommitted, guard_batch
-from spark_jobs.ingestion.job import ingest
-from spark_jobs.ingestion.options import IngestOptions
+from spark_jobs.ingest import run as ingest
+from spark_jobs.ingest.commit import BatchAlreadyCommitted, guard_batch
 from spark_jobs.schema import spark_schema
+from spark_jobs.specs.jobs import IngestOptions
 
 SCHEMA = "id long, region string, v string"
 

@@ -44,8 +44,8 @@ from icecore.spec.types import (
     UUIDType,
 )
 from spark_jobs.common.errors import JobError
-from spark_jobs.ingestion.job import ingest
-from spark_jobs.ingestion.options import IngestOptions
+from spark_jobs.ingest import run as ingest
+from spark_jobs.specs.jobs import IngestOptions
 from tests.support.duckdb import duck_connection  # noqa: F401 - provides the `duck` fixture
 from tests.support.reader import scan_rows
 

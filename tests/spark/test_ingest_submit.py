@@ -18,15 +18,13 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-import pytest
 from pyiceberg.table import StaticTable
 from pyspark.sql import SparkSession
 
 from icecore.catalog import SqlCatalog
-from spark_jobs.common.cli import run
-from spark_jobs.ingest import main
-from spark_jobs.ingestion.job import ingest
-from spark_jobs.ingestion.options import IngestOptions
+from spark_jobs.common.cli import main
+from spark_jobs.ingest import run as ingest
+from spark_jobs.specs.jobs import IngestOptions
 from tests.spark.submit import submit_command
 
 CSV = (
@@ -119,16 +117,30 @@ def test_a_killed_run_leaves_the_table_as_it_was(
     assert total == 2 * 20_000
 
 
-def test_command_line_contract(warehouse: Path, tmp_path: Path) -> None:
+def test_command_line_contract(spark: SparkSession, warehouse: Path, tmp_path: Path) -> None:
     """Failures: exit 1 and a one-line cause last on stderr; usage errors exit 2."""
     out, err = io.StringIO(), io.StringIO()
     argv = ["--warehouse", str(warehouse), "--table", "db.none", "--source", str(tmp_path)]
-    assert run(main, argv, stdout=out, stderr=err) == 1
+    assert main(["ingest", *argv], stdout=out, stderr=err) == 1
     assert out.getvalue() == ""
     assert err.getvalue().splitlines()[-1] == (
         "JobError: table db.none does not exist (--create creates it)"
     )
-    with pytest.raises(SystemExit) as usage:
-        main(["--table", "db.t"])
-    assert usage.value.code == 2
-    assert run(main, ["--table", "db.t"], stdout=out, stderr=io.StringIO()) == 2
+    # A CSV value that does not parse: one line naming the file, the column and the value.
+    good, bad = tmp_path / "good.csv", tmp_path / "bad.csv"
+    good.write_text("id,amount\n1,2.5\n")
+    bad.write_text("id,amount\n2,3.0\n3,twelve\n")
+    shared = ["--warehouse", str(warehouse), "--table", "db.amounts"]
+    assert main(["ingest", *shared, "--source", str(good), "--create"], stdout=out) == 0
+    err = io.StringIO()
+    assert main(["ingest", *shared, "--source", str(bad)], stdout=out, stderr=err) == 1
+    assert err.getvalue().splitlines()[-1] == (
+        f"JobError: cannot read file:{bad}: column amount: 'twelve' is not a double"
+    )
+    assert "Traceback" not in err.getvalue()
+    err = io.StringIO()
+    assert main(["--table", "db.t"], stdout=out, stderr=err) == 2  # no job named
+    assert err.getvalue().startswith("unknown job '--table'; the jobs are: ingest,")
+    err = io.StringIO()
+    assert main(["ingest", "--table", "db.t"], stdout=out, stderr=err) == 2
+    assert err.getvalue().splitlines()[-1] == "OptionError: --source: required"

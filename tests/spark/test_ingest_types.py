@@ -42,8 +42,8 @@ from icecore.spec.types import (
     TimeType,
     UUIDType,
 )
-from spark_jobs.ingestion.job import ingest
-from spark_jobs.ingestion.options import IngestOptions
+from spark_jobs.ingest import run as ingest
+from spark_jobs.specs.jobs import IngestOptions
 from tests.support.duckdb import duck_connection  # noqa: F401 - provides the `duck` fixture
 
 UTC = dt.UTC

@@ -19,7 +19,7 @@ from pyspark.sql import SparkSession
 
 from icecore.catalog import SqlCatalog
 from tests.spark.delete_tables import TABLE, build, rows
-from tests.spark.submit import run_job, submit_command
+from tests.spark.submit import spark_submit, submit_command
 from tests.support.duckdb import duck_connection  # noqa: F401 - provides the `duck` fixture
 
 JOBS = {
@@ -77,7 +77,7 @@ def test_a_job_killed_while_writing_leaves_the_table_as_it_was(
     assert _files(location) > existing  # its files stay behind, unreferenced (orphans)
 
     # The next run does the work, and the rows are still the same.
-    done = run_job(job, workdir, args)
+    done = spark_submit(job, workdir, args)
     assert done.returncode == 0, done.stderr[-3000:]
     finished = catalog.load_table(TABLE)
     assert finished.metadata.current_snapshot_id != before.metadata.current_snapshot_id

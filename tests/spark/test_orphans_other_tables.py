@@ -31,9 +31,10 @@ from icecore.spec.schema import Schema
 from icecore.spec.types import LongType, NestedField
 from icecore.table import Table
 from spark_jobs.common.errors import JobError
-from spark_jobs.expire_snapshots import ExpireOptions, expire
-from spark_jobs.remove_orphan_files import OrphanOptions, remove_orphans
-from tests.spark.submit import run_job
+from spark_jobs.expire_snapshots import run as expire
+from spark_jobs.remove_orphan_files import run as remove_orphans
+from spark_jobs.specs.jobs import ExpireSnapshotsOptions, RemoveOrphanFilesOptions
+from tests.spark.submit import spark_submit
 from tests.support.catalogs import append_rows
 from tests.support.duckdb import duck_connection  # noqa: F401 - provides the `duck` fixture
 from tests.support.parquet import to_arrow, write_parquet
@@ -109,7 +110,7 @@ def test_the_reproduction_through_spark_submit(
     age_everything(wh)
     archive_files = {p for p in (wh / "db/events/archive").rglob("*") if p.is_file()}
 
-    done = run_job(
+    done = spark_submit(
         "remove_orphan_files",
         tmp_path,
         ["--warehouse", str(wh), "--table", "db.events", "--catalog-uri",
@@ -151,7 +152,7 @@ def test_three_levels_of_nesting(tmp_path: Path, duck: duckdb.DuckDBPyConnection
     dry = remove_orphans(
         None,
         catalog,
-        OrphanOptions("db.events.archive", older_than=EVERYTHING, dry_run=True),
+        RemoveOrphanFilesOptions("db.events.archive", older_than=EVERYTHING, dry_run=True),
     )
     assert dry["orphan_file_location"] == [str(orphans[1])]
     assert [e["table"] for e in dry["excluded_locations"]] == ["db.events.archive.old"]
@@ -160,7 +161,7 @@ def test_three_levels_of_nesting(tmp_path: Path, duck: duckdb.DuckDBPyConnection
 
     for table, orphan in zip(tables, orphans, strict=True):
         result = remove_orphans(
-            None, catalog, OrphanOptions(table.name, older_than=EVERYTHING, force=True)
+            None, catalog, RemoveOrphanFilesOptions(table.name, older_than=EVERYTHING, force=True)
         )
         assert result["orphan_file_location"] == [str(orphan)], table.name
         assert result["deleted_files_count"] == 1
@@ -189,8 +190,10 @@ def test_a_table_registered_at_the_same_location_is_refused(
     files = {p for p in wh.rglob("*") if p.is_file()}
 
     with pytest.raises(JobError, match=r"db\.twin is registered at the same location"):
-        remove_orphans(None, catalog, OrphanOptions("db.events", older_than=EVERYTHING, force=True))
-    dry = remove_orphans(None, catalog, OrphanOptions("db.events", dry_run=True))
+        remove_orphans(
+            None, catalog, RemoveOrphanFilesOptions("db.events", older_than=EVERYTHING, force=True)
+        )
+    dry = remove_orphans(None, catalog, RemoveOrphanFilesOptions("db.events", dry_run=True))
     assert any("db.twin" in note for note in dry["other_tables_notes"])
     assert {p for p in wh.rglob("*") if p.is_file()} == files
     assert orphan.exists()
@@ -216,14 +219,14 @@ def test_catalogs_sharing_a_warehouse(tmp_path: Path, duck: duckdb.DuckDBPyConne
     orphan = plant_orphan(events.metadata.location)
     age_everything(wh)
 
-    dry = remove_orphans(None, catalog, OrphanOptions("db.events", dry_run=True))
+    dry = remove_orphans(None, catalog, RemoveOrphanFilesOptions("db.events", dry_run=True))
     assert [e["table"] for e in dry["excluded_locations"]] == ["sales:db.near"]
     assert any("/shared/far/" in p for p in dry["orphan_file_location"])  # cannot be seen
 
     result = remove_orphans(
         None,
         catalog,
-        OrphanOptions(
+        RemoveOrphanFilesOptions(
             "db.events",
             older_than=EVERYTHING,
             force=True,
@@ -271,7 +274,7 @@ def test_expiry_keeps_files_of_another_table(
     result = expire(
         None,
         catalog,
-        ExpireOptions("db.copy", older_than=EVERYTHING, retain_last=1, force=True),
+        ExpireSnapshotsOptions("db.copy", older_than=EVERYTHING, retain_last=1, force=True),
     )
     assert result["expired_snapshots_count"] == 2
     assert result["kept_files_of_other_tables"] == {shared.file_path: "db.src"}

@@ -47,8 +47,9 @@ from pyspark.sql import SparkSession
 
 from icecore.catalog import SqlCatalog
 from icecore.spec.manifest import FileContent
-from spark_jobs.maintenance.compaction import RewriteDataFilesOptions, compact
-from spark_jobs.maintenance.delete_compaction import RewriteDeletesOptions, rewrite_position_deletes
+from spark_jobs.rewrite_data_files import run as compact
+from spark_jobs.rewrite_position_deletes import run as rewrite_position_deletes
+from spark_jobs.specs.jobs import RewriteDataFilesOptions, RewritePositionDeletesOptions
 from tests.spark.delete_tables import live
 from tests.support.duckdb import duck_connection  # noqa: F401 - provides the `duck` fixture
 from tests.support.reader import scan_rows
@@ -225,7 +226,7 @@ def test_pyiceberg_table_with_position_deletes_is_compacted(
     assert len(before[FileContent.POSITION_DELETES]) == 12  # 2 x 6 data files
 
     merged = rewrite_position_deletes(
-        spark, catalog, RewriteDeletesOptions(TABLE, min_input_files=2)
+        spark, catalog, RewritePositionDeletesOptions(TABLE, min_input_files=2)
     )
 
     assert merged["status"] == "committed" and merged["rewritten_delete_files"] == 12

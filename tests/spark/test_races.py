@@ -39,13 +39,20 @@ from icecore.catalog import SqlCatalog
 from icecore.errors import CommitConflictError
 from icecore.spec.manifest import FileContent
 from icecore.table import Table
-from spark_jobs.expire_snapshots import ExpireOptions, expire
-from spark_jobs.maintenance.compaction import RewriteDataFilesOptions, compact
-from spark_jobs.maintenance.delete_compaction import RewriteDeletesOptions, rewrite_position_deletes
-from spark_jobs.maintenance.durations import format_ms
-from spark_jobs.maintenance.equality_conversion import ConvertOptions, convert_equality_deletes
-from spark_jobs.maintenance.referenced_files import referenced_files
-from spark_jobs.remove_orphan_files import OrphanOptions, remove_orphans
+from spark_jobs.convert_equality_deletes import run as convert_equality_deletes
+from spark_jobs.expire_snapshots import run as expire
+from spark_jobs.files.referenced import referenced_files
+from spark_jobs.remove_orphan_files import run as remove_orphans
+from spark_jobs.rewrite_data_files import run as compact
+from spark_jobs.rewrite_position_deletes import run as rewrite_position_deletes
+from spark_jobs.specs.grammar import format_ms
+from spark_jobs.specs.jobs import (
+    ConvertEqualityDeletesOptions,
+    ExpireSnapshotsOptions,
+    RemoveOrphanFilesOptions,
+    RewriteDataFilesOptions,
+    RewritePositionDeletesOptions,
+)
 from tests.spark.delete_tables import (
     TABLE,
     batch,
@@ -216,7 +223,7 @@ def test_rewrite_position_deletes_races_cdc(
     places = Counter[str]()
     for n in range(ROUNDS):
         model.commit()  # new small position delete files to merge
-        options = RewriteDeletesOptions(
+        options = RewritePositionDeletesOptions(
             TABLE, rewrite_all=True, partial_progress_enabled=n % 3 == 2
         )
         outcome, where = race(
@@ -258,7 +265,7 @@ def test_convert_equality_deletes_races_cdc(
         outcome, where = race(
             spark,
             catalog,
-            lambda: convert_equality_deletes(spark, catalog, ConvertOptions(TABLE)),
+            lambda: convert_equality_deletes(spark, catalog, ConvertEqualityDeletesOptions(TABLE)),
             racer,
             during_write=n % 2 == 0,
         )
@@ -341,10 +348,10 @@ def test_expire_snapshots_races_cdc(
         head = model.commit()
         if rule == "older-than":  # everything older than the head, which stays
             stamp = catalog.load_table(TABLE).metadata.snapshot_by_id(head).timestamp_ms
-            options = ExpireOptions(TABLE, older_than=format_ms(stamp), force=True)
+            options = ExpireSnapshotsOptions(TABLE, older_than=format_ms(stamp), force=True)
             kept = 1
         else:
-            options = ExpireOptions(TABLE, older_than="0s", retain_last=2, force=True)
+            options = ExpireSnapshotsOptions(TABLE, older_than="0s", retain_last=2, force=True)
             kept = 2
         outcome, where = race(
             spark,
@@ -389,9 +396,9 @@ def test_remove_orphan_files_spares_a_commit_in_flight(
                 return
             # What a too-short --older-than would take: the batch's files are orphans now.
             soon = format_ms(int(time.time() * 1000) + 60_000)
-            too_short = OrphanOptions(TABLE, older_than=soon, dry_run=True)
+            too_short = RemoveOrphanFilesOptions(TABLE, older_than=soon, dry_run=True)
             found.append(remove_orphans(spark, catalog, too_short))
-            found.append(remove_orphans(spark, catalog, OrphanOptions(TABLE)))
+            found.append(remove_orphans(spark, catalog, RemoveOrphanFilesOptions(TABLE)))
 
         before = catalog.load_table(TABLE)
         earlier = referenced_files(before.io, before.metadata, TABLE)

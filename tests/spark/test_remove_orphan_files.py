@@ -30,15 +30,16 @@ from icecore.spec.manifest import DataFile, FileFormat, ManifestWriter
 from icecore.spec.schema import Schema
 from icecore.spec.types import LongType, NestedField
 from icecore.table import Table
-from spark_jobs.common.cli import run
+from spark_jobs.common.cli import main
 from spark_jobs.common.errors import JobError
-from spark_jobs.maintenance.locations import (
+from spark_jobs.files.locations import (
     LocationMatcher,
     classify,
     is_hidden,
     split_location,
 )
-from spark_jobs.remove_orphan_files import OrphanOptions, main, remove_orphans
+from spark_jobs.remove_orphan_files import run as remove_orphans
+from spark_jobs.specs.jobs import RemoveOrphanFilesOptions
 from tests.support.catalogs import append_rows
 from tests.support.duckdb import duck_connection  # noqa: F401 - provides the `duck` fixture
 from tests.support.parquet import to_arrow, write_parquet
@@ -136,7 +137,9 @@ def test_old_orphans_go_young_and_referenced_files_stay(
     kept = all_files(root) - set(expected)
 
     dry = remove_orphans(
-        spark, catalog, OrphanOptions(table=NAME, dry_run=True, parallel_listing_threshold=1)
+        spark,
+        catalog,
+        RemoveOrphanFilesOptions(table=NAME, dry_run=True, parallel_listing_threshold=1),
     )
     assert dry["orphan_file_location"] == expected
     assert dry["orphan_files_count"] == len(expected)
@@ -146,7 +149,9 @@ def test_old_orphans_go_young_and_referenced_files_stay(
     assert dry["hidden_files_count"] == 2
     assert all_files(root) == kept | set(expected)
 
-    result = remove_orphans(spark, catalog, OrphanOptions(table=NAME, executor_delete_threshold=1))
+    result = remove_orphans(
+        spark, catalog, RemoveOrphanFilesOptions(table=NAME, executor_delete_threshold=1)
+    )
     assert result["orphan_file_location"] == expected
     assert result["deleted_files_count"] == len(expected)
     assert result["deleted_on_executors"]
@@ -158,7 +163,9 @@ def test_old_orphans_go_young_and_referenced_files_stay(
     for snapshot in table.metadata.snapshots:  # time travel still works everywhere
         list(scan_rows(table.io, table.metadata, snapshot_id=snapshot.snapshot_id))
 
-    again = remove_orphans(spark, catalog, OrphanOptions(NAME, older_than="0s", force=True))
+    again = remove_orphans(
+        spark, catalog, RemoveOrphanFilesOptions(NAME, older_than="0s", force=True)
+    )
     assert again["orphan_file_location"] == [str(young)]
     # Everything else left is referenced, but for the two hidden files.
     assert again["referenced_files_count"] == len(kept) - 1 - 2
@@ -169,7 +176,7 @@ def test_old_orphans_go_young_and_referenced_files_stay(
     manifest = next(iter(snapshot_manifests(table.io, snapshot))).manifest_path
     Path(manifest).rename(manifest + ".away")
     with pytest.raises(JobError, match=r"cannot tell the orphans of db\.t apart"):
-        remove_orphans(spark, catalog, OrphanOptions(NAME, older_than="0s", force=True))
+        remove_orphans(spark, catalog, RemoveOrphanFilesOptions(NAME, older_than="0s", force=True))
     assert Path(manifest + ".away").exists()
 
 
@@ -190,23 +197,25 @@ def test_a_path_referenced_under_another_scheme_is_refused(
     age_everything(Path(warehouse, "db", "odd"), 5)
 
     with pytest.raises(JobError, match=rf"file://{local} is referenced as {spelled}"):
-        remove_orphans(spark, catalog, OrphanOptions(table=NAME))
+        remove_orphans(spark, catalog, RemoveOrphanFilesOptions(table=NAME))
     assert local.exists()
     ignored = remove_orphans(
-        spark, catalog, OrphanOptions(table=NAME, prefix_mismatch_mode="ignore")
+        spark, catalog, RemoveOrphanFilesOptions(table=NAME, prefix_mismatch_mode="ignore")
     )
     assert ignored["prefix_mismatch_count"] == 1 and ignored["orphan_files_count"] == 0
     with pytest.raises(JobError, match="other scheme or authority"):
         remove_orphans(
-            spark, catalog, OrphanOptions(table=NAME, location=f"s3://bucket{local.parent}")
+            spark,
+            catalog,
+            RemoveOrphanFilesOptions(table=NAME, location=f"s3://bucket{local.parent}"),
         )
     # Declared equal, the file is the referenced one; in delete mode it is deleted.
-    equal = OrphanOptions(
+    equal = RemoveOrphanFilesOptions(
         table=NAME, equal_schemes={"s3": "file"}, equal_authorities={"bucket": ""}
     )
     assert remove_orphans(spark, catalog, equal)["orphan_files_count"] == 0
     deleted = remove_orphans(
-        spark, catalog, OrphanOptions(table=NAME, prefix_mismatch_mode="delete")
+        spark, catalog, RemoveOrphanFilesOptions(table=NAME, prefix_mismatch_mode="delete")
     )
     assert deleted["orphan_file_location"] == [f"file://{local}"]
     assert not local.exists()
@@ -232,29 +241,42 @@ def test_location_matching_rules() -> None:
 
 def test_command_line(spark: SparkSession, catalog: SqlCatalog, warehouse: Path) -> None:
     """The shared CLI contract, in process (the spark-submit round trip is tested for
-    expire_snapshots; both jobs go through the same wrapper)."""
+    expire_snapshots; every job goes through the same launcher): a result on stdout, and bad
+    values refused before anything runs, exit 2, one line on stderr naming the flag."""
     catalog.create_namespace("db")
     table = catalog.create_table(NAME, SCHEMA)
     append_rows(table, [{"id": 1}])
     orphan = Path(table.metadata.location, "data", "orphan.parquet")
     orphan.write_bytes(b"x")
-    shared = ["--warehouse", str(warehouse), "--table", NAME]
-    out, err = io.StringIO(), io.StringIO()
-    assert run(main, [*shared, "--older-than", "0s", "--dry-run"], stdout=out, stderr=err) == 0
-    result = json.loads(out.getvalue().splitlines()[-1])
+
+    def job(*argv: str) -> tuple[int, str, str]:
+        out, err = io.StringIO(), io.StringIO()
+        shared = ["--warehouse", str(warehouse), "--table", NAME]
+        code = main(["remove_orphan_files", *shared, *argv], stdout=out, stderr=err)
+        lines = err.getvalue().strip().splitlines()
+        return code, out.getvalue(), lines[-1] if lines else ""
+
+    code, out, _ = job("--older-than", "0s", "--dry-run")
+    assert code == 0
+    result = json.loads(out.splitlines()[-1])
     assert result["orphan_file_location"] == [str(orphan)] and result["dry_run"]
-    out = io.StringIO()
-    assert run(main, [*shared, "--prefix-mismatch-mode", "nope"], stdout=out, stderr=err) == 2
+    code, _, cause = job("--prefix-mismatch-mode", "nope")
+    assert (code, cause) == (
+        2,
+        "OptionError: --prefix-mismatch-mode: expected one of error, ignore, delete, got 'nope'",
+    )
     # Deleting with a cutoff inside the --min-age floor would take in-flight commits' files.
-    assert run(main, [*shared, "--older-than", "0s"], stdout=out, stderr=err) == 1
-    assert (
-        err.getvalue().splitlines()[-1].startswith("JobError: refusing --older-than 0s")
-        and "--min-age floor (1d ago" in err.getvalue().splitlines()[-1]
+    code, out, cause = job("--older-than", "0s")
+    assert (code, out) == (2, "")
+    assert cause.startswith("OptionError: --older-than: 0s is later than 1d ago")
+    code, _, cause = job("--older-than", "soon")
+    assert (code, cause.split(", or")[0]) == (
+        2,
+        "OptionError: --older-than: expected an age such as 3d or 12h",
     )
-    assert run(main, [*shared, "--older-than", "soon"], stdout=out, stderr=err) == 1
-    assert err.getvalue().splitlines()[-1].startswith("JobError: invalid time 'soon'")
-    assert run(main, [*shared, "--equal-schemes", "s3a"], stdout=out, stderr=err) == 1
-    assert err.getvalue().splitlines()[-1] == (
-        "JobError: --equal-schemes takes FROM[,FROM...]=TO, not 's3a'"
+    code, _, cause = job("--equal-schemes", "s3a")
+    assert (code, cause) == (
+        2,
+        "OptionError: --equal-schemes: expected FROM[,FROM...]=TO, got 's3a'",
     )
-    assert out.getvalue() == "" and orphan.exists()
+    assert orphan.exists()

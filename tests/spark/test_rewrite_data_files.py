@@ -28,14 +28,15 @@ from icecore.catalog import SqlCatalog
 from icecore.errors import CommitConflictError
 from icecore.spec.manifest import FileContent
 from icecore.table import Table
-from spark_jobs.common.cli import run
-from spark_jobs.maintenance.compaction import RewriteDataFilesOptions, compact
-from spark_jobs.rewrite_data_files import build_parser, main, options_from_args
+from spark_jobs.common.cli import main
+from spark_jobs.rewrite_data_files import run as compact
 from spark_jobs.schema import conform
+from spark_jobs.specs.argv import parse_job_args
+from spark_jobs.specs.jobs import JOBS, RewriteDataFilesOptions
 from spark_jobs.writing.files import POSITION_DELETE_SCHEMA, FileSet, RunFiles
 from spark_jobs.writing.metrics import MetricsConfig
 from tests.spark.delete_tables import TABLE, batch, cdc, create, live, model_apply, rows
-from tests.spark.submit import run_job
+from tests.spark.submit import spark_submit
 from tests.support.duckdb import duck_connection  # noqa: F401 - provides the `duck` fixture
 from tests.support.reader import scan_rows
 from tests.support.tables import LocalTable
@@ -73,7 +74,7 @@ def test_unpartitioned_compaction_applies_every_delete(
     assert start is not None
 
     argv = ["--table", TABLE, "--warehouse", "x", "--min-input-files", "2"]
-    result = compact(spark, catalog, options_from_args(build_parser().parse_args(argv)))
+    result = compact(spark, catalog, parse_job_args(JOBS["rewrite_data_files"], argv).options)
 
     table = catalog.load_table(TABLE)
     assert rows(table, duck) == before
@@ -281,7 +282,7 @@ def test_spark_submit_and_command_line(
     cdc(spark, catalog, [(i, f"a{i}", dt.datetime(2024, 1, 1), "I") for i in range(6)])
     day = dt.datetime(2024, 1, 1)
     cdc(spark, catalog, [(1, "u", day, "U"), (2, "", day, "D")])
-    done = run_job(
+    done = spark_submit(
         "rewrite_data_files",
         tmp_path,
         [
@@ -302,8 +303,8 @@ def test_spark_submit_and_command_line(
 
     out, err = io.StringIO(), io.StringIO()
     argv = ["--warehouse", str(warehouse), "--table", TABLE]
-    assert run(main, [*argv, "--strategy", "zorder"], stdout=out, stderr=err) == 2
-    assert run(main, [*argv, "--strategy", "sort"], stdout=out, stderr=err) == 1
+    assert main(["rewrite_data_files", *argv, "--strategy", "zorder"], stdout=out, stderr=err) == 2
+    assert main(["rewrite_data_files", *argv, "--strategy", "sort"], stdout=out, stderr=err) == 1
     assert "no sort order" in err.getvalue().strip().splitlines()[-1]
 
 

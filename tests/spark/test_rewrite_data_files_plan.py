@@ -3,14 +3,14 @@ files a commit may drop."""
 
 from __future__ import annotations
 
+import pytest
+
 from icecore.scan import FileScanTask
 from icecore.spec.manifest import DataFile, FileContent, FileFormat
-from spark_jobs.maintenance.compaction_plan import (
-    CompactionOptions,
-    CompactionPlan,
-    FileGroup,
-    group_tasks,
-)
+from spark_jobs.common.errors import JobError
+from spark_jobs.planning.sizes import FileSizeBounds
+from spark_jobs.rewrite_data_files.plan import CompactionPlan, FileGroup, PlanRules, group_tasks
+from spark_jobs.specs.jobs import RewriteDataFilesOptions
 
 MB = 1024 * 1024
 
@@ -40,49 +40,58 @@ def _task(f: DataFile, *deletes: DataFile, seq: int = 1) -> FileScanTask:
     return FileScanTask(f, seq, tuple(deletes))
 
 
-OPTIONS = CompactionOptions(target_file_size_bytes=100 * MB)
+SIZES = FileSizeBounds.of(100 * MB, None, None)
+
+
+def rules(output_spec_id: int = 0, **options: object) -> PlanRules:
+    return PlanRules(RewriteDataFilesOptions("db.t", **options), SIZES, output_spec_id)  # type: ignore[arg-type]
+
+
+OPTIONS = rules()
 
 
 def test_small_files_group_per_partition_and_min_input_files() -> None:
     small = [_task(_file(f"a{i}", 10 * MB)) for i in range(5)]
     few = [_task(_file(f"b{i}", 10 * MB, partition=(1,))) for i in range(2)]
     right = [_task(_file("c", 100 * MB, partition=(2,)))]
-    groups = group_tasks([*small, *few, *right], OPTIONS, 0)
+    groups = group_tasks([*small, *few, *right], OPTIONS)
     assert [(g.partition, len(g.tasks)) for g in groups] == [((0,), 5)]
     # Two small files are rewritten when they hold more than a target's worth of bytes.
     bigger = [_task(_file(f"d{i}", 60 * MB, partition=(3,))) for i in range(2)]
-    assert [len(g.tasks) for g in group_tasks(bigger, OPTIONS, 0)] == [2]
+    assert [len(g.tasks) for g in group_tasks(bigger, OPTIONS)] == [2]
 
 
 def test_deletes_old_specs_and_rewrite_all_select_single_files() -> None:
     ok = _file("ok", 100 * MB, records=1000)
     eq = _file("eq", 1 * MB, records=400, content=FileContent.EQUALITY_DELETES)
-    assert len(group_tasks([_task(ok, eq)], OPTIONS, 0)) == 1  # ratio 0.4 >= 0.3
+    assert len(group_tasks([_task(ok, eq)], OPTIONS)) == 1  # ratio 0.4 >= 0.3
     small_eq = _file("eq2", 1 * MB, records=10, content=FileContent.EQUALITY_DELETES)
-    assert group_tasks([_task(ok, small_eq)], OPTIONS, 0) == []
-    threshold = CompactionOptions(100 * MB, delete_file_threshold=1)
-    assert len(group_tasks([_task(ok, small_eq)], threshold, 0)) == 1
+    assert group_tasks([_task(ok, small_eq)], OPTIONS) == []
+    threshold = rules(delete_file_threshold=1)
+    assert len(group_tasks([_task(ok, small_eq)], threshold)) == 1
     old_spec = _file("old", 100 * MB, spec_id=0)
-    assert len(group_tasks([_task(old_spec)], OPTIONS, 1)) == 1
-    assert group_tasks([_task(old_spec)], OPTIONS, 0) == []
-    everything = CompactionOptions(100 * MB, rewrite_all=True)
-    assert len(group_tasks([_task(ok)], everything, 0)) == 1
+    assert len(group_tasks([_task(old_spec)], rules(output_spec_id=1))) == 1
+    assert group_tasks([_task(old_spec)], OPTIONS) == []
+    everything = rules(rewrite_all=True)
+    assert len(group_tasks([_task(ok)], everything)) == 1
 
 
 def test_max_group_size_splits_groups() -> None:
     tasks = [_task(_file(f"a{i}", 40 * MB)) for i in range(6)]
-    options = CompactionOptions(100 * MB, max_file_group_size_bytes=100 * MB, min_input_files=2)
-    groups = group_tasks(tasks, options, 0)
+    options = rules(max_file_group_size_bytes=100 * MB, min_input_files=2)
+    groups = group_tasks(tasks, options)
     assert sorted(len(g.tasks) for g in groups) == [2, 2, 2]
 
 
 def test_output_files_follow_iceberg() -> None:
-    assert OPTIONS.output_files(10 * MB) == 1
-    assert OPTIONS.output_files(250 * MB) == 3  # remainder 50 MB < min 75 MB, avg 125 > 110
-    assert OPTIONS.output_files(205 * MB) == 2  # remainder 5 MB folds into two files
-    assert OPTIONS.output_files(290 * MB) == 3  # remainder 90 MB > min: its own file
-    assert OPTIONS.check() == []
-    assert CompactionOptions(100, min_file_size_bytes=200).check()
+    assert SIZES.output_files(10 * MB) == 1
+    assert SIZES.output_files(250 * MB) == 3  # remainder 50 MB < min 75 MB, avg 125 > 110
+    assert SIZES.output_files(205 * MB) == 2  # remainder 5 MB folds into two files
+    assert SIZES.output_files(290 * MB) == 3  # remainder 90 MB > min: its own file
+    with pytest.raises(JobError, match="--min-file-size-bytes 200 must lie between 0 and"):
+        FileSizeBounds.of(100, 200, None)
+    with pytest.raises(JobError, match="--max-file-size-bytes 50 must be at least the target"):
+        FileSizeBounds.of(100, None, 50)
 
 
 def test_delete_files_dropped_only_when_every_target_is_replaced() -> None:

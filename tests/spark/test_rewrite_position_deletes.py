@@ -18,9 +18,11 @@ from pyspark.sql import SparkSession
 from icecore.catalog import SqlCatalog
 from icecore.spec.manifest import FileContent
 from icecore.spec.snapshots import Operation
+from spark_jobs.common.cli import run_job
 from spark_jobs.common.errors import JobError
-from spark_jobs.maintenance.delete_compaction import RewriteDeletesOptions, rewrite_position_deletes
-from spark_jobs.rewrite_position_deletes import main
+from spark_jobs.rewrite_position_deletes import run as rewrite_position_deletes
+from spark_jobs.specs import OptionError
+from spark_jobs.specs.jobs import RewritePositionDeletesOptions
 from tests.spark.delete_tables import (
     TABLE,
     batch,
@@ -78,7 +80,7 @@ def test_merges_drops_dangling_and_keeps_rows(
     seqs = {e.data_file.file_path: e.sequence_number for e in before[FileContent.POSITION_DELETES]}
 
     rewrite_all = respec is not None
-    options = RewriteDeletesOptions(TABLE, min_input_files=2, rewrite_all=rewrite_all)
+    options = RewritePositionDeletesOptions(TABLE, min_input_files=2, rewrite_all=rewrite_all)
     result = rewrite_position_deletes(spark, catalog, options)
 
     table = catalog.load_table(TABLE)
@@ -134,7 +136,10 @@ def test_equality_deletes_merge_only_within_a_sequence_number(
     # Each reader compared with itself (DuckDB drops null-key rows: see delete_tables.rows).
     expected, duck_before = rows(table, None), duck_rows(table, duck)
 
-    result = main(["--warehouse", str(warehouse), "--table", TABLE, "--min-input-files", "2"])
+    result = run_job(
+        "rewrite_position_deletes",
+        ["--warehouse", str(warehouse), "--table", TABLE, "--min-input-files", "2"],
+    )
 
     table = catalog.load_table(TABLE)
     assert rows(table, None) == expected and duck_rows(table, duck) == duck_before
@@ -183,12 +188,12 @@ def test_concurrent_rewrite_of_an_input_conflicts_then_replans(
     try:
         with before_swap(catalog, replace_an_input):
             result = rewrite_position_deletes(
-                spark, catalog, RewriteDeletesOptions(TABLE, rewrite_all=True)
+                spark, catalog, RewritePositionDeletesOptions(TABLE, rewrite_all=True)
             )
         assert result["attempts"] == 2 and str(raced[0]) in result["conflicts"][0]
         assert rows(catalog.load_table(TABLE), None) == expected
 
-        options = RewriteDeletesOptions(TABLE, rewrite_all=True, max_attempts=1)
+        options = RewritePositionDeletesOptions(TABLE, rewrite_all=True, max_attempts=1)
         with before_swap(catalog, replace_an_input), pytest.raises(JobError) as failed:
             rewrite_position_deletes(spark, catalog, options)
         assert f"conflicting snapshot {raced[1]}" in str(failed.value)
@@ -241,7 +246,7 @@ def test_partial_progress_commits_groups_separately(
     argv += ["--max-file-group-size-bytes", str(group_size)]
     argv += ["--partial-progress.enabled", "true", "--partial-progress.max-commits", "2"]
 
-    result = main(argv)
+    result = run_job("rewrite_position_deletes", argv)
 
     table = catalog.load_table(TABLE)
     commits = result["commits"]
@@ -261,12 +266,14 @@ def test_partial_progress_commits_groups_separately(
         assert entry.data_file.file_size_in_bytes <= group_size
     # Without partial progress the same plan is one commit.
     argv[-4:] = ["--partial-progress-enabled", "false"]
-    again = main(argv)
+    again = run_job("rewrite_position_deletes", argv)
     assert len(again["commits"]) == 1 and again["planned_groups"] >= 2
-    with pytest.raises(JobError, match="--partial-progress-max-commits must be at least 1"):
-        main([*argv, "--partial-progress-max-commits", "0"])
-    with pytest.raises(JobError, match="--max-file-group-size-bytes must be positive"):
-        RewriteDeletesOptions(TABLE, max_file_group_size_bytes=0)
+    with pytest.raises(
+        OptionError, match="--partial-progress-max-commits: expected a whole number of at least 1"
+    ):
+        run_job("rewrite_position_deletes", [*argv, "--partial-progress-max-commits", "0"])
+    with pytest.raises(OptionError, match="--max-file-group-size-bytes: expected a size above 0"):
+        RewritePositionDeletesOptions(TABLE, max_file_group_size_bytes=0)
 
 
 @pytest.mark.parametrize("max_attempts", [1, 3])
@@ -301,7 +308,7 @@ def test_a_conflicting_group_leaves_the_other_commits(
         raced.append(rewrite.snapshot_id)
         copies.append(path)
 
-    options = RewriteDeletesOptions(
+    options = RewritePositionDeletesOptions(
         TABLE,
         rewrite_all=True,
         max_file_group_size_bytes=1,  # every file its own group

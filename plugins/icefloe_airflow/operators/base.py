@@ -2,7 +2,8 @@
 provider's SparkSubmitOperator, with the catalog from the `iceberg_default` connection.
 
 What it adds to SparkSubmitOperator:
-- the application is the job file of the installed `spark_jobs` package, and `icecore` +
+- the application is the launcher of the installed `spark_jobs` package (`main.py <job>`),
+  and `icecore` +
   `spark_jobs` travel to the executors as a `--py-files` zip (built once per source version);
 - `table` and `options` (templated) become the job's command line; the catalog settings come
   from the Iceberg connection, so no DAG holds a database URI (the URI itself travels in the
@@ -10,12 +11,12 @@ What it adds to SparkSubmitOperator:
 - maintenance jobs hold the table's lock in the MaintenanceStore while they run (never two
   maintenance jobs on one table; ingestion does not take it and keeps running);
 - every run is recorded (running -> success/failed) for the policy and the UI;
-- the job's JSON result (its last output line that is a JSON object) is logged and returned,
-  so it lands in XCom; a failure raises AirflowException carrying the job's one-line cause
-  (`ExceptionType: message`), which is what the Airflow UI then shows.
-
-The result is read from spark-submit's own output, so it needs client deploy mode (the
-default, and the only mode for Python applications on a standalone cluster).
+- the job's JSON result is logged in words and returned, so it lands in XCom; a failure
+  raises AirflowException carrying the job's one-line cause (`ExceptionType: message`),
+  which is what the Airflow UI then shows. Both come from the result file the job writes
+  (`spark_jobs.specs.argv.RESULT_FILE_ENV`), so nothing of the provider's hook is overridden
+  and no output is parsed; the driver must run here (client deploy mode, the default and the
+  only mode for Python applications on a standalone cluster).
 """
 
 from __future__ import annotations
@@ -26,33 +27,30 @@ import json
 import os
 import re
 import tempfile
-from collections import deque
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from contextlib import ExitStack
 from datetime import timedelta
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
-from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import Context
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 from icecore.errors import ValidationError
 from icecore.expressions.parser import parse_filter
+from icecore.spec.terms import parse_partition_terms, parse_sort_terms
 from icefloe_airflow.forms import job_options_from_params
 from icefloe_airflow.hook import IcebergHook
+from icefloe_airflow.links import IcebergTableLink
 from icefloe_airflow.results import describe
 from icefloe_airflow.state import MaintenanceStore, TableBusyError, run_owner
 from spark_jobs.specs import JOBS, JobOptions, JobSpec, Option, OptionError
-from spark_jobs.specs.options import BOOLEAN, FILTER
+from spark_jobs.specs.argv import RESULT_FILE_ENV
+from spark_jobs.specs.options import BOOLEAN, FILTER, PARTITION_SPEC, SORT_ORDER
 
 # Catalog flags come from the Iceberg connection; an option may not set them.
 CATALOG_OPTIONS = frozenset({"catalog_uri", "catalog_name", "warehouse", "catalog_property"})
-# `NoSuchTableError: db.t does not exist`: a single identifier with a lowercase letter (not
-# a `WARNING:` banner, not a Spark log line, which starts with a date), a colon, a message.
-_CAUSE_LINE = re.compile(r"^[A-Za-z_]*[a-z][A-Za-z0-9_]*: \S.*$")
-_OUTPUT_LINES_KEPT = 5000
 # The job leaves Spark's log levels alone when the operator configured them (see
 # `_spark_logging`); run by hand, it turns Spark down to warnings itself.
 SPARK_LOGGING_ENV = "ICEFLOE_SPARK_LOGGING"
@@ -116,32 +114,42 @@ def checked_options(
         checked = spec.options(table=table, **values)
         for option in checked.options():
             value = getattr(checked, option.name)
-            if option.kind is FILTER and value is not None:
-                _check_filter(option, value)
+            if option.cli_required and value is None:
+                raise OptionError(option, f"required: {option.kind.expected}")
+            if value is not None and option.kind.name in _SYNTAX:
+                _check_syntax(option, value)
     except OptionError as exc:
         label = (labels or {}).get(exc.option.name) or exc.option.flag
         raise Refused(f"{label}: {exc.problem}") from None
     return checked
 
 
-def _check_filter(option: Option, text: str) -> None:
-    """A filter's syntax, as the job's parser reads it (the columns are checked against the
-    table when the job plans)."""
+def _check_syntax(option: Option, text: str) -> None:
+    """A filter's, sort order's or partition spec's syntax, as the job's parser reads it
+    (the columns are checked against the table when the job plans)."""
     try:
-        parse_filter(text)
+        _SYNTAX[option.kind.name](text)
     except ValidationError as exc:
         detail = str(exc).splitlines()[0].removeprefix("cannot parse filter: ")
-        raise OptionError(option, f"cannot read {text!r} as a filter: {detail}") from None
+        raise OptionError(option, f"cannot read {text!r} as {option.kind.name}: {detail}") from None
 
 
-def job_file(job: str) -> Path:
-    """`spark_jobs/<job>.py` of the installed spark_jobs package."""
+_SYNTAX: dict[str, Callable[[str], object]] = {
+    FILTER.name: parse_filter,
+    SORT_ORDER.name: parse_sort_terms,
+    PARTITION_SPEC.name: parse_partition_terms,
+}
+
+
+def launcher() -> Path:
+    """`spark_jobs/main.py` of the installed spark_jobs package: every job's entry point
+    (`main.py <job> [options]`)."""
     spec = importlib.util.find_spec("spark_jobs")
     if spec is None or not spec.submodule_search_locations:
         raise AirflowException("the spark_jobs package is not installed (pip install icefloe)")
-    path = Path(next(iter(spec.submodule_search_locations))) / f"{job}.py"
+    path = Path(next(iter(spec.submodule_search_locations))) / "main.py"
     if not path.is_file():
-        raise AirflowException(f"no job file {path}")
+        raise AirflowException(f"no job launcher {path}")
     return path
 
 
@@ -173,44 +181,11 @@ def package_zip(cache_dir: str | os.PathLike[str] | None = None) -> Path:
     return target
 
 
-def parse_result(lines: Iterable[str]) -> dict[str, Any] | None:
-    """The last line that is a JSON object (the job's counters), or None."""
-    for line in reversed(list(lines)):
-        text = line.strip()
-        if text.startswith("{") and text.endswith("}"):
-            try:
-                value = json.loads(text)
-            except ValueError:
-                continue
-            if isinstance(value, dict):
-                return value
-    return None
-
-
-def failure_cause(lines: Iterable[str]) -> str | None:
-    """The job's one-line cause (`ExceptionType: message`): the last line shaped like one."""
-    for line in reversed(list(lines)):
-        text = line.strip()
-        if _CAUSE_LINE.match(text):
-            return text
-    return None
-
-
-class _OutputTail:
-    """Keeps the last lines of spark-submit's output (stdout and stderr are merged)."""
-
-    def __init__(self) -> None:
-        self.lines: deque[str] = deque(maxlen=_OUTPUT_LINES_KEPT)
-
-    def tee(self, lines: Iterator[Any]) -> Iterator[Any]:
-        for line in lines:
-            self.lines.append(str(line).rstrip("\n"))
-            yield line
-
-
 class IcefloeJobOperator(SparkSubmitOperator):
     """Runs one of icefloe's Spark jobs on `table`; returns (and pushes to XCom) its result.
 
+    :param job: the job (a name of `spark_jobs.specs.jobs.JOBS`); the job classes in
+        `icefloe_airflow.operators.jobs` set it, a new job can be run without a class of its own.
     :param table: the table, `namespace.name` (templated).
     :param options: the job's options (templated; a JSON object string is accepted): keys
         are option names or flags, values typed or as text (`{"target_file_size_bytes":
@@ -225,14 +200,16 @@ class IcefloeJobOperator(SparkSubmitOperator):
     :param lock_ttl: seconds a lock outlives a worker that died without releasing it.
     """
 
-    job: ClassVar[str]
+    job: str = ""  # the job's name in spark_jobs.specs.jobs.JOBS (subclasses set it)
 
     template_fields = (*SparkSubmitOperator.template_fields, "table", "options")
+    operator_extra_links = (IcebergTableLink(),)
     ui_color = "#d7ecf7"
 
     def __init__(
         self,
         *,
+        job: str | None = None,
         table: str | None = None,
         options: dict[str, Any] | str | None = None,
         from_params: bool = False,
@@ -248,6 +225,10 @@ class IcefloeJobOperator(SparkSubmitOperator):
                 raise TypeError(f"{type(self).__name__} sets {managed} itself; use table/options")
         if table is None and not from_params:
             raise TypeError(f"{type(self).__name__} needs a table (or from_params=True)")
+        if job is not None:
+            self.job = job
+        if self.job not in JOBS:
+            raise TypeError(f"unknown job {self.job!r}; the jobs are: {', '.join(JOBS)}")
         super().__init__(conn_id=conn_id, name=name or f"icefloe-{self.job}", **kwargs)
         self.table = table
         self.options = options
@@ -256,7 +237,6 @@ class IcefloeJobOperator(SparkSubmitOperator):
         self.lock_wait = lock_wait
         self.lock_ttl = lock_ttl
         self.catalog_name = "default"  # the connection's, once execute has read it
-        self._output = _OutputTail()
 
     @property
     def spec(self) -> JobSpec:
@@ -298,8 +278,8 @@ class IcefloeJobOperator(SparkSubmitOperator):
         )
 
     def build_application_args(self, hook: IcebergHook, options: JobOptions) -> list[str]:
-        """The job's full command line after the application path."""
-        return [*hook.job_args(include_uri=False), *options.to_argv()]
+        """The job's full command line after the launcher's path: the job, then its flags."""
+        return [self.job, *hook.job_args(include_uri=False), *options.to_argv()]
 
     # Running ---------------------------------------------------------------------------------
 
@@ -315,7 +295,7 @@ class IcefloeJobOperator(SparkSubmitOperator):
                 self.log.error("refused: %s", refused)  # the task log's one line
                 raise
             self.catalog_name = hook.settings().name
-            self.application = str(job_file(self.job))
+            self.application = str(launcher())
             self.py_files = ",".join(p for p in (str(package_zip()), self.py_files) if p)
             self.application_args = self.build_application_args(hook, options)
             self.env_vars = {
@@ -401,36 +381,35 @@ class IcefloeJobOperator(SparkSubmitOperator):
         return result
 
     def _submit(self, context: Context) -> dict[str, Any]:
-        """spark-submit, then the result from its output (or the job's cause on failure)."""
-        self._output = _OutputTail()
-        self._hook = None  # a fresh hook per try, built by _get_hook with the capture
+        """spark-submit; the job's result, or its one-line cause on failure, from the result
+        file the job writes (`RESULT_FILE_ENV`): nothing of Spark's output is parsed."""
+        handle, name = tempfile.mkstemp(prefix="icefloe-result-", suffix=".json")
+        os.close(handle)
+        result_file = Path(name)
+        result_file.unlink()
+        self.env_vars = {**(self.env_vars or {}), RESULT_FILE_ENV: str(result_file)}
         try:
-            super().execute(context)
-        except AirflowException as exc:
-            cause = failure_cause(self._output.lines)
-            if cause is None:
-                raise
-            raise AirflowException(f"{self.job} failed on {self.table}: {cause}") from exc
-        result = parse_result(self._output.lines)
-        if result is None:
+            try:
+                super().execute(context)
+            except AirflowException as exc:
+                cause = _outcome(result_file).get("cause")
+                if cause is None:
+                    raise
+                raise AirflowException(f"{self.job} failed on {self.table}: {cause}") from exc
+            result = _outcome(result_file).get("result")
+        finally:
+            result_file.unlink(missing_ok=True)
+        if not isinstance(result, dict):
             raise AirflowException(
-                f"{self.job} on {self.table}: spark-submit succeeded but printed no JSON result "
-                "(cluster deploy mode does not return the driver's output; use client mode)"
+                f"{self.job} on {self.table}: spark-submit succeeded but the job left no result "
+                "(cluster deploy mode runs the driver elsewhere; use client mode)"
             )
         return result
 
-    def _get_hook(self) -> SparkSubmitHook:
-        """The provider's hook, its output also kept for the result and the failure cause.
 
-        The hook logs each line of spark-submit's merged stdout/stderr from an iterator; we
-        hand it a tee of that iterator, so logging stays the provider's.
-        """
-        hook = super()._get_hook()
-        process: Callable[[Iterator[Any]], None] = hook._process_spark_submit_log
-        output = self._output
-
-        def process_and_keep(lines: Iterator[Any]) -> None:
-            process(output.tee(lines))
-
-        hook._process_spark_submit_log = process_and_keep  # type: ignore[method-assign]
-        return hook
+def _outcome(path: Path) -> dict[str, Any]:
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return value if isinstance(value, dict) else {}

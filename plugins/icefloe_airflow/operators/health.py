@@ -11,6 +11,7 @@ from airflow.sdk import BaseOperator, Context
 from airflow.sdk.exceptions import AirflowException
 
 from icefloe_airflow.hook import IcebergHook
+from icefloe_airflow.links import IcebergTableLink
 from icefloe_airflow.policy import (
     MaintenancePolicy,
     health_score,
@@ -34,6 +35,7 @@ class TableHealthOperator(BaseOperator):
     """
 
     template_fields = ("table", "policy")
+    operator_extra_links = (IcebergTableLink(),)
     ui_color = "#e3f4e1"
 
     def __init__(

@@ -1,6 +1,7 @@
 // "Run now": POST a run of the job's DAG to Airflow's REST API with the viewer's session (the
 // same rights as the Airflow UI gives them), unpausing the DAG first as Airflow's own trigger
-// form does; the run is noted with its table, so the DAG's run list says what it touched.
+// form does. The run id and the note carry the table, so the DAG's run list (which shows run
+// ids, not notes) says what each run touched.
 async function icefloeRunNow(button) {
   const {dag, job, table, airflow} = button.dataset;
   const say = (text, failed, href) => {
@@ -25,6 +26,7 @@ async function icefloeRunNow(button) {
       if (!unpaused.ok) throw new Error("cannot unpause " + dag + ": " + unpaused.status);
     }
     const response = await send(api + "/dagRuns", "POST", {
+      dag_run_id: "manual__" + table + "__" + new Date().toISOString(),
       logical_date: null, conf: {table}, note: table + " · " + job + " (Iceberg page)",
     });
     const body = await response.json().catch(() => ({}));

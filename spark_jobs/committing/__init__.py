@@ -1,0 +1,1 @@
+"""Committing the rewrite jobs' work: batches, re-planning, cleanup, validated rewrites."""

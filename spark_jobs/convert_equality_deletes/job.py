@@ -1,0 +1,313 @@
+"""Replacing every live equality delete with position deletes, in one `replace` commit.
+
+Plan (driver, icecore): the live files of the current snapshot, and from the planner, for
+every equality delete file E, the data files it applies to (data sequence number below E's,
+same partition, or any partition for a delete of an unpartitioned spec).
+
+Spark: per set of equality field ids, read only the key columns of the delete files and of
+the data files they apply to (by field id; the data rows with `_metadata.row_index`), and
+join them on the keys (null matches null in an equality delete), keeping the rows where the
+delete's sequence number is higher and it applies to the data file's partition (see
+`_matches`). The (file, position) pairs are written as position delete files, sorted by
+(`file_path`, `pos`), one per data file partition and task, by pyarrow in the writing tasks,
+which also describe them: the job's only Spark work is that one read, join and write.
+
+Sequence numbers: a position delete applies to the data files named in it whose data
+sequence number is at most its own. Each new file takes the largest data sequence number of
+the equality deletes that applied to its partition's data files: every data file it names
+has a lower one (so it applies to all of them), it is no newer than the starting snapshot
+(so a compaction planned before this commit does not see it as a new delete: the rows it
+names were already deleted, by the equality delete), and the positions it names are in
+files that exist, so it can never apply to anything else.
+
+Conflicts: the commit requires every data file it names to still be live (not replaced or
+overwritten meanwhile: a compaction that kept an older sequence number could have carried
+rows the removed equality delete still deleted into a new file), and removing an equality
+delete that is no longer live is a conflict as well. New data committed meanwhile does not
+matter: the equality deletes never applied to it.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import defaultdict
+from collections.abc import Mapping
+from functools import reduce
+from typing import Any
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from icecore.catalog import Catalog
+from icecore.spec.manifest import DataFile, FileContent
+from icecore.table import Table
+from spark_jobs.committing.batches import cleanup_on_failure, with_replanning
+from spark_jobs.committing.rewrite import DeleteRewrite
+from spark_jobs.common.errors import JobError
+from spark_jobs.common.progress import size
+from spark_jobs.common.session import configure
+from spark_jobs.reading.file_ids import URI, checked, field_struct, local_frame, uri_rows
+from spark_jobs.reading.live_files import (
+    LiveDelete,
+    LiveState,
+    PartitionKey,
+    live_state,
+    require_parquet,
+    top_level_fields,
+)
+from spark_jobs.reading.live_rows import BROADCAST_DELETE_ROWS
+from spark_jobs.schema import quoted
+from spark_jobs.specs.jobs import ConvertEqualityDeletesOptions
+from spark_jobs.writing.files import RunFiles
+from spark_jobs.writing.grouped_deletes import GROUP, finish, write_position_deletes
+
+JOB = "convert_equality_deletes"
+LOG = logging.getLogger(f"icefloe.{JOB}")
+JOB_PROPERTY = "icefloe.job"
+_PATH, _POS, _SEQ, _DEL_SEQ, _SCOPE, _BY = "_path", "_pos", "_seq", "_del_seq", "_groups", "_by"
+
+
+def run(
+    spark: SparkSession, catalog: Catalog, options: ConvertEqualityDeletesOptions
+) -> dict[str, Any]:
+    started = time.monotonic()
+    configure(spark)
+
+    def attempt() -> dict[str, Any]:
+        table = catalog.load_table(options.table)
+        return convert_once(spark, table)
+
+    result = with_replanning(JOB, attempt, options.max_attempts)
+    result["seconds"] = round(time.monotonic() - started, 3)
+    return {"table": options.table, **result}
+
+
+def _counters() -> dict[str, Any]:
+    return {
+        "removed_equality_delete_files": 0,
+        "removed_equality_deletes": 0,
+        "unused_equality_delete_files": 0,
+        "added_position_delete_files": 0,
+        "added_position_deletes": 0,
+        "data_files_scanned": 0,
+        "data_bytes_scanned": 0,
+        "added_bytes": 0,
+    }
+
+
+def convert_once(spark: SparkSession, table: Table) -> dict[str, Any]:
+    """One attempt: plan on the current snapshot, write, commit (CommitConflictError when
+    something committed meanwhile forbids it)."""
+    result = _counters()
+    state = live_state(table)
+    if state is None:
+        return {**result, "status": "empty-table"}
+    equality = state.of_content(FileContent.EQUALITY_DELETES)
+    if not equality:
+        return {
+            **result,
+            "status": "no-equality-deletes",
+            "snapshot_id": state.snapshot.snapshot_id,
+        }
+    used = [d for d in equality if state.applies.get(d.file.file_path)]
+    targets = sorted({t.file.file_path for d in used for t in state.applies[d.file.file_path]})
+    require_parquet([d.file for d in used] + [state.data_by_path[p].file for p in targets])
+
+    groups, group_of_data, group_seq = _groups(state, used)
+    LOG.info(
+        "plan: %d equality delete files (%d keys) apply to %d data files (%s) of %s",
+        len(equality),
+        sum(d.file.record_count for d in equality),
+        len(targets),
+        size(sum(state.data_by_path[p].file.file_size_in_bytes for p in targets)),
+        table.name,
+    )
+    files = RunFiles(spark, table.io, table.metadata, "convert-eq-deletes")
+    with cleanup_on_failure(table, files, committed=lambda: False, uncommitted=list):
+        if used:
+            positions = _matches(spark, table, state, used, group_of_data)
+            write_position_deletes(files, positions, table.metadata.spec(), groups)
+        added = finish(files, groups)
+        result.update(
+            _commit(
+                table, state, equality=equality, added=added, group_seq=group_seq, targets=targets
+            )
+        )
+    result["removed_equality_delete_files"] = len(equality)
+    result["removed_equality_deletes"] = sum(d.file.record_count for d in equality)
+    result["unused_equality_delete_files"] = len(equality) - len(used)
+    result["added_position_delete_files"] = len(added)
+    result["added_position_deletes"] = sum(f.record_count for f, _ in added)
+    result["added_bytes"] = sum(f.file_size_in_bytes for f, _ in added)
+    result["data_files_scanned"] = len(targets)
+    result["data_bytes_scanned"] = sum(
+        state.data_by_path[p].file.file_size_in_bytes for p in targets
+    )
+    return result
+
+
+def _groups(
+    state: LiveState, used: list[LiveDelete]
+) -> tuple[dict[int, PartitionKey], dict[str, int], dict[int, int]]:
+    """Group ids per data file partition; per group the largest sequence number of the
+    equality deletes applying to its files."""
+    ids: dict[PartitionKey, int] = {}
+    group_of_data: dict[str, int] = {}
+    group_seq: dict[int, int] = {}
+    for d in used:
+        for task in state.applies[d.file.file_path]:
+            key = (task.file.spec_id, tuple(task.file.partition))
+            g = ids.setdefault(key, len(ids))
+            group_of_data[task.file.file_path] = g
+            group_seq[g] = max(group_seq.get(g, 0), d.sequence_number)
+            if task.data_sequence_number >= d.sequence_number:  # the planner's contract
+                raise JobError(
+                    f"planner paired equality delete {d.file.file_path} (seq {d.sequence_number}) "
+                    f"with newer data file {task.file.file_path} (seq {task.data_sequence_number})"
+                )
+    return {g: key for key, g in ids.items()}, group_of_data, group_seq
+
+
+def _matches(
+    spark: SparkSession,
+    table: Table,
+    state: LiveState,
+    used: list[LiveDelete],
+    group_of_data: Mapping[str, int],
+) -> DataFrame:
+    """(`file_path`, `pos`, `_group`) of every live row some equality delete deletes, each
+    once: one Spark job with a single shuffle (the write's, by group).
+
+    A delete row deletes a data row when the keys are equal (null-safe), the delete's data
+    sequence number is higher, and the delete applies to the data file's group -- its
+    (spec, partition): the planner paired the delete with a file of that group, and within
+    one partition pairing depends on the sequence numbers only.
+
+    Most data rows match no key, so the per-row work is kept to the key probe: the delete
+    keys are made unique first (each with the list of (sequence number, groups) of the
+    deletes holding it), so every data row matches at most once and needs no `distinct`;
+    only the matched rows are looked up by file and checked against that list. Required
+    key columns join on plain equality, which Spark hashes directly; optional ones
+    null-safely, which costs an extra null flag per key."""
+    schema = table.metadata.schema()
+    by_ids: dict[tuple[int, ...], list[LiveDelete]] = defaultdict(list)
+    for d in used:
+        by_ids[tuple(d.file.equality_ids or ())].append(d)
+    scope: dict[str, set[int]] = defaultdict(set)
+    for d in used:
+        scope[d.file.file_path].update(
+            group_of_data[t.file.file_path] for t in state.applies[d.file.file_path]
+        )
+    # Per file: the manifest's path (data files), data sequence number, group (data files)
+    # or groups (deletes).
+    values: dict[str, tuple[Any, ...]] = {}
+    for d in used:
+        values[d.file.file_path] = (None, d.sequence_number, None, sorted(scope[d.file.file_path]))
+    for path, group in group_of_data.items():
+        values[path] = (path, state.data_by_path[path].data_sequence_number, group, None)
+    scans = []
+    spelled: dict[str, tuple[Any, ...]] = {}  # Spark's spellings of every file read
+    for eq_ids, deletes in sorted(by_ids.items()):
+        if not eq_ids:
+            raise JobError(f"equality delete {deletes[0].file.file_path} has no equality ids")
+        fields = top_level_fields(schema, eq_ids, deletes[0].file.file_path)
+        delete_paths = [d.file.file_path for d in deletes]
+        data_paths = sorted(
+            {t.file.file_path for d in deletes for t in state.applies[d.file.file_path]}
+        )
+        raws = []
+        for paths in (delete_paths, data_paths):
+            raw = spark.read.schema(field_struct(fields)).parquet(*paths)
+            spelled.update((row[0], row[1:]) for row in uri_rows(raw, paths, values))
+            raws.append(raw)
+        rows = sum(d.file.record_count for d in deletes)
+        scans.append((fields, raws[0], raws[1], rows))
+    # One lookup for every scan: a broadcast, even of a local table, is a Spark job.
+    lookup = F.broadcast(
+        local_frame(
+            spark,
+            [(uri, *v) for uri, v in spelled.items()],
+            [
+                (URI, "string"),
+                (_PATH, "string"),
+                (_SEQ, "long"),
+                (GROUP, "int"),
+                (_SCOPE, "array<int>"),
+            ],
+        )
+    )
+    frames = []
+    for fields, delete_raw, data_raw, delete_rows in scans:
+        dk = [f"_dk{n}" for n in range(len(fields))]
+        rk = [f"_rk{n}" for n in range(len(fields))]
+        keys = (
+            _keys(delete_raw, fields, dk)
+            .join(lookup, URI, "left")
+            .select(*dk, F.struct(checked(_SEQ).alias(_DEL_SEQ), _SCOPE).alias(_BY))
+            .groupBy(*dk)
+            .agg(F.collect_list(_BY).alias(_BY))
+        )
+        if delete_rows <= BROADCAST_DELETE_ROWS:
+            keys = F.broadcast(keys)  # the data rows are then never shuffled
+        same = reduce(
+            lambda a, b: a & b,
+            [
+                F.col(r) == F.col(d) if f.required else F.col(r).eqNullSafe(F.col(d))
+                for f, r, d in zip(fields, rk, dk, strict=True)
+            ],
+        )
+        matched = (
+            _keys(data_raw, fields, rk)
+            .withColumn(_POS, F.col("_metadata.row_index"))
+            .join(keys, same, "inner")
+            .select(URI, _POS, _BY)
+            .join(lookup, URI, "left")
+        )
+        applies = F.exists(
+            _BY,
+            lambda d: (d[_DEL_SEQ] > F.col(_SEQ)) & F.array_contains(d[_SCOPE], F.col(GROUP)),
+        )
+        # Checked before filtering: a row of a file the lookup lacks must fail, not vanish.
+        frames.append(
+            matched.select(
+                checked(_PATH).alias("file_path"), F.col(_POS).alias("pos"), GROUP, _SEQ, _BY
+            )
+            .where(applies)
+            .select("file_path", "pos", GROUP)
+        )
+    return reduce(DataFrame.unionByName, frames)
+
+
+def _keys(raw: DataFrame, fields: list[Any], aliases: list[str]) -> DataFrame:
+    """The key columns (read by field id) as `aliases`, and Spark's URI of the file."""
+    return raw.select(
+        *(F.col(quoted(f.name)).alias(a) for f, a in zip(fields, aliases, strict=True)),
+        F.col("_metadata.file_path").alias(URI),
+    )
+
+
+def _commit(
+    table: Table,
+    state: LiveState,
+    *,
+    equality: list[LiveDelete],
+    added: list[tuple[DataFile, int]],
+    group_seq: Mapping[int, int],
+    targets: list[str],
+) -> dict[str, Any]:
+    rewrite = DeleteRewrite(table).validate_from_snapshot(state.snapshot.snapshot_id)
+    for d in equality:
+        rewrite.delete_file(d.file)
+    for f, g in added:
+        rewrite.add_file(f, data_sequence_number=group_seq[g])
+    rewrite.validate_data_files_exist(targets)
+    rewrite.snapshot_property(JOB_PROPERTY, JOB)
+    committed = rewrite.commit()
+    snapshot = committed.snapshot_by_id(rewrite.snapshot_id)
+    return {
+        "status": "committed",
+        "snapshot_id": snapshot.snapshot_id,
+        "sequence_number": snapshot.sequence_number,
+        "starting_snapshot_id": state.snapshot.snapshot_id,
+    }

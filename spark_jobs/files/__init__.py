@@ -1,0 +1,1 @@
+"""Files under table locations: listing them, deleting them, and keeping off other tables'."""

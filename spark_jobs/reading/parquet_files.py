@@ -1,0 +1,216 @@
+"""Table files read into Spark through icecore's FileIO, not through Hadoop.
+
+    frame = read_parquet(spark, files, fields, io_properties, per_file=..., position_column="_pos")
+
+Spark's own Parquet reader goes through a Hadoop FileSystem, so an `s3://`, `gs://` or
+`abfss://` table would need the matching Hadoop connector, its SDK and its settings on every
+cluster, and could not use the credentials a catalog vends per table. Here each Spark task
+opens its files with a `FileIO` built from the catalog's properties (Iceberg's `s3.*`,
+`gcs.*`, `adls.*` names) and hands Spark Arrow batches, so a table file is read the same way
+wherever it lives and by whichever engine wrote it.
+
+What Spark's reader gave the jobs, this reader gives too:
+
+- columns matched by Parquet field id, at every depth (a renamed column keeps its id; a
+  column the file lacks reads null), falling back to names only in files that carry no ids;
+- the row's position in its file (`_metadata.row_index`), and values fixed per file (the
+  file's location as the manifest spells it, its id in the job, its sequence number, ...)
+  attached by the task reading the file: no lookup join maps Spark's URI spelling of a file
+  back to the table's, and no row can come from a file the job did not plan;
+- large files split by row group (a row group belongs to the split holding its midpoint, as
+  in Spark and Hadoop), so a few large files still keep every core busy.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from functools import partial
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import types as T
+from pyspark.sql.pandas.types import to_arrow_schema
+
+from icecore.data.arrow_schema import FIELD_ID_KEY
+from icecore.io import FileIO
+from icecore.spec.types import IcebergType, ListType, MapType, NestedField, StructType
+from spark_jobs.schema import spark_schema
+
+SPLIT_BYTES = 128 * 1024 * 1024  # Spark's spark.sql.files.maxPartitionBytes default
+BATCH_ROWS = 64 * 1024
+
+_IO: dict[str, FileIO] = {}  # per Python worker: one client per set of properties
+
+
+@dataclass(frozen=True)
+class PerFile:
+    """Columns whose value is fixed per file, attached by the task that reads the file:
+    `PerFile([("_id", T.IntegerType())], {location: (3,)})`."""
+
+    columns: Sequence[tuple[str, T.DataType]]
+    values: Mapping[str, Sequence[Any]]
+
+
+def read_parquet(
+    spark: SparkSession,
+    files: Sequence[tuple[str, int]],
+    fields: Sequence[NestedField],
+    io_properties: Mapping[str, str],
+    *,
+    per_file: PerFile | None = None,
+    position_column: str | None = None,
+    split_bytes: int = SPLIT_BYTES,
+) -> DataFrame:
+    """`fields` of every row of `files` ((location, size in bytes) pairs), then the
+    `per_file` columns, then the row's position in its file if asked."""
+    splits = [
+        (location, start, min(split_bytes, size - start))
+        for location, size in files
+        for start in range(0, max(size, 1), split_bytes)
+    ]
+    extra = [T.StructField(n, t, True) for n, t in (per_file.columns if per_file else ())]
+    if position_column:
+        extra.append(T.StructField(position_column, T.LongType(), False))
+    output = T.StructType([*spark_schema(fields).fields, *extra])
+    if not splits:
+        return spark.createDataFrame([], output)
+    payload = json.dumps(
+        {
+            "splits": splits,
+            "fields": [f.to_json() for f in fields],
+            "output": output.json(),
+            "io": dict(io_properties),
+            "values": {p: list(per_file.values[p]) for p, _ in files} if per_file else None,
+            "position": bool(position_column),
+        }
+    )
+    ids = spark.range(0, len(splits), 1, numPartitions=len(splits))
+    return ids.mapInArrow(partial(_read_splits, payload=payload), output)
+
+
+def _read_splits(batches: Iterator[pa.RecordBatch], payload: str) -> Iterator[pa.RecordBatch]:
+    task = _Task(json.loads(payload))
+    for batch in batches:
+        for index in batch.column(0).to_pylist():
+            yield from task.read(*task.splits[index])
+
+
+class _Task:
+    """One Spark task's reading: its FileIO, and the shapes file batches are turned into."""
+
+    def __init__(self, spec: dict[str, Any]) -> None:
+        self.splits = spec["splits"]
+        self.fields = [NestedField.from_json(f) for f in spec["fields"]]
+        self.target = to_arrow_schema(T.StructType.fromJson(json.loads(spec["output"])))
+        self.values: dict[str, list[Any]] | None = spec["values"]
+        self.position: bool = spec["position"]
+        key = json.dumps(spec["io"], sort_keys=True)
+        self.io = _IO.get(key) or _IO.setdefault(key, FileIO(spec["io"]))
+
+    def read(self, location: str, start: int, length: int) -> Iterator[pa.RecordBatch]:
+        with self.io.open_input(location) as source:
+            parquet = pq.ParquetFile(source)
+            meta = parquet.metadata
+            columns = _match(parquet.schema_arrow, self.fields)
+            names = sorted({c.name for c in columns.values()})
+            position = 0
+            for group in range(meta.num_row_groups):
+                rows = meta.row_group(group).num_rows
+                if start <= _midpoint(meta, group) < start + length:
+                    for raw in _batches(parquet, group, names, rows):
+                        yield self._batch(raw, columns, location, position)
+                        position += raw.num_rows
+                else:
+                    position += rows
+
+    def _batch(
+        self, raw: pa.RecordBatch, columns: dict[int, pa.Field], location: str, position: int
+    ) -> pa.RecordBatch:
+        arrays = [
+            _project_column(raw, columns.get(f.field_id), f.field_type, target)
+            for f, target in zip(self.fields, self.target, strict=False)
+        ]
+        n = raw.num_rows
+        if self.values is not None:
+            values = self.values[location]
+            kinds = self.target.types[len(arrays) : len(arrays) + len(values)]
+            arrays.extend(pa.array([v] * n, k) for v, k in zip(values, kinds, strict=True))
+        if self.position:
+            arrays.append(pa.array(np.arange(position, position + n, dtype=np.int64)))
+        return pa.RecordBatch.from_arrays(arrays, schema=self.target)
+
+
+def _batches(
+    parquet: pq.ParquetFile, group: int, names: list[str], rows: int
+) -> Iterator[pa.RecordBatch]:
+    if not names:  # only positions wanted: no column chunk needs reading
+        for offset in range(0, rows, BATCH_ROWS):
+            yield pa.RecordBatch.from_pydict({}, num_rows=min(BATCH_ROWS, rows - offset))
+        return
+    yield from parquet.iter_batches(batch_size=BATCH_ROWS, row_groups=[group], columns=names)
+
+
+def _midpoint(meta: pq.FileMetaData, group: int) -> int:
+    """Where the row group's bytes are centred: the split holding that byte reads it."""
+    row_group = meta.row_group(group)
+    if not row_group.num_columns:
+        return 0
+    chunks = [row_group.column(i) for i in range(row_group.num_columns)]
+    first = min(
+        c.dictionary_page_offset if c.has_dictionary_page else c.data_page_offset for c in chunks
+    )
+    return first + sum(c.total_compressed_size for c in chunks) // 2
+
+
+def _field_id(field: pa.Field) -> int | None:
+    raw = (field.metadata or {}).get(FIELD_ID_KEY)
+    return int(raw) if raw is not None else None
+
+
+def _match(schema: pa.Schema, fields: Sequence[NestedField]) -> dict[int, pa.Field]:
+    """The file's top-level field for each wanted id: by id, or by name in a file of no ids."""
+    by_id = {_field_id(f): f for f in schema if _field_id(f) is not None}
+    if by_id:
+        return {f.field_id: by_id[f.field_id] for f in fields if f.field_id in by_id}
+    by_name = {f.name: f for f in schema}
+    return {f.field_id: by_name[f.name] for f in fields if f.name in by_name}
+
+
+def _project_column(
+    batch: pa.RecordBatch, source: pa.Field | None, kind: IcebergType, target: pa.Field
+) -> pa.Array:
+    if source is None:
+        return pa.nulls(batch.num_rows, target.type)
+    return _project(batch.column(source.name), source, kind, target.type)
+
+
+def _project(array: pa.Array, source: pa.Field, kind: IcebergType, target: pa.DataType) -> pa.Array:
+    """`array` (the file's `source` field) as the Spark form of Iceberg type `kind`."""
+    mask = array.is_null() if array.null_count else None
+    if isinstance(kind, StructType):
+        children = {(_field_id(f) or f.name): f for f in source.type}
+        arrays = []
+        for i, child in enumerate(kind.fields):
+            found = children.get(child.field_id) or children.get(child.name)
+            wanted = target.field(i)
+            if found is None:
+                arrays.append(pa.nulls(len(array), wanted.type))
+            else:
+                value = array.field(source.type.get_field_index(found.name))
+                arrays.append(_project(value, found, child.field_type, wanted.type))
+        return pa.StructArray.from_arrays(arrays, fields=list(target), mask=mask)
+    if isinstance(kind, ListType):
+        element = _project(
+            array.values, source.type.value_field, kind.element_type, target.value_type
+        )
+        return pa.ListArray.from_arrays(array.offsets, element, type=target, mask=mask)
+    if isinstance(kind, MapType):
+        keys = _project(array.keys, source.type.key_field, kind.key_type, target.key_type)
+        items = _project(array.items, source.type.item_field, kind.value_type, target.item_type)
+        return pa.MapArray.from_arrays(array.offsets, keys, items, type=target, mask=mask)
+    return array if array.type == target else array.cast(target)

@@ -1,0 +1,259 @@
+"""Major compaction (`rewrite_data_files`): plan, rewrite each group in Spark, commit.
+
+    result = run(spark, catalog, RewriteDataFilesOptions(table="db.events", ...))
+
+Order of work: plan every group from one snapshot (`.plan`), write the groups' live rows
+(`spark_jobs.reading.live_rows`) below the run's own directory, many groups per Spark job
+(`.write`), then commit -- once for all groups,
+or with partial progress once per batch of groups (at most `partial-progress.max-commits`
+commits). A commit is a `RewriteFiles` validated from the planning snapshot: new data files
+keep that snapshot's sequence number (`use-starting-sequence-number`, on by default) so
+equality deletes committed meanwhile still apply to them; a position delete committed
+meanwhile for a replaced file is a conflict naming its snapshot. A conflicting group is
+re-planned from a fresh snapshot and rewritten again, up to `--max-retries` times; what still
+conflicts then fails the job (or, with partial progress, is reported in `failed_groups`).
+The files of a group that is not committed are deleted; nothing references them.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from pyspark.sql import SparkSession
+
+from icecore.catalog import Catalog
+from icecore.errors import CommitConflictError, ValidationError
+from icecore.spec.manifest import DataFile
+from icecore.spec.sorting import SortOrder
+from icecore.spec.terms import parse_sort_order
+from icecore.table import Table
+from spark_jobs.committing.batches import cleanup_on_failure, commit_batches, delete_quietly
+from spark_jobs.common.errors import JobError
+from spark_jobs.common.progress import size
+from spark_jobs.common.session import configure
+from spark_jobs.planning.sizes import FileSizeBounds
+from spark_jobs.planning.where import parse_where
+from spark_jobs.rewrite_data_files.plan import (
+    TARGET_FILE_SIZE,
+    CompactionPlan,
+    FileGroup,
+    PlanRules,
+    plan_compaction,
+)
+from spark_jobs.rewrite_data_files.write import write_groups
+from spark_jobs.specs.jobs import RewriteDataFilesOptions
+from spark_jobs.writing.files import RunFiles
+
+JOB_PROPERTY = "icefloe.job"
+LOG = logging.getLogger("icefloe.rewrite_data_files")
+
+
+@dataclass
+class _Written:
+    group: FileGroup
+    files: list[DataFile]
+
+
+def run(
+    spark: SparkSession,
+    catalog: Catalog,
+    options: RewriteDataFilesOptions,
+    *,
+    before_commit: Any = None,
+) -> dict[str, Any]:
+    """Rewrite the table's data files; the result counters. `before_commit(table)` is a
+    hook tests use to commit concurrently between writing and committing."""
+    started = time.monotonic()
+    configure(spark)
+    table = catalog.load_table(options.table)
+    rules = _plan_rules(table, options)
+    row_filter = parse_where(options.where)
+    order = _sort_order(table, options)
+    result: dict[str, Any] = {
+        "table": options.table,
+        "rewritten_data_files": 0,
+        "added_data_files": 0,
+        "rewritten_bytes": 0,
+        "removed_delete_files": 0,
+        "failed_groups": [],
+        "commits": [],
+    }
+    attempts = 0
+    pending: list[str] | None = None  # partition keys still to do after a conflict
+    while True:
+        plan = plan_compaction(table, rules, row_filter=row_filter)
+        groups = plan.groups
+        if pending is not None:
+            groups = [g for g in groups if _group_key(g) in pending]
+        if attempts == 0:
+            result["planned_groups"] = len(groups)
+            result["snapshot_id"] = plan.snapshot_id
+        _log_plan(table, groups, attempts)
+        if not groups:
+            break
+        conflicts = _rewrite(
+            spark,
+            table,
+            plan,
+            groups,
+            options=options,
+            rules=rules,
+            order=order,
+            result=result,
+            before_commit=before_commit,
+        )
+        before_commit = None  # the hook runs for the first attempt only
+        if not conflicts:
+            break
+        attempts += 1
+        if attempts > options.max_retries:
+            messages = [f"group {_group_key(g)}: {msg}" for g, msg in conflicts]
+            if not options.partial_progress_enabled:
+                raise CommitConflictError(
+                    f"{options.table}: compaction gave up after {options.max_retries} "
+                    f"retries: {messages[0]}"
+                )
+            result["failed_groups"].extend(messages)
+            break
+        result.setdefault("retries", 0)
+        result["retries"] += 1
+        pending = [_group_key(g) for g, _ in conflicts]
+        table.refresh()
+    result["seconds"] = round(time.monotonic() - started, 3)
+    return result
+
+
+def _group_key(group: FileGroup) -> str:
+    return f"spec {group.spec_id} partition {group.partition!r}"
+
+
+def _log_plan(table: Table, groups: list[FileGroup], attempt: int) -> None:
+    files = sum(len(g.tasks) for g in groups)
+    deletes = len({d.file_path for g in groups for d in g.delete_files})
+    again = f" (again, after a conflict: attempt {attempt + 1})" if attempt else ""
+    LOG.info(
+        "plan%s: %d data files (%s) in %d groups, %d delete files to apply, on %s",
+        again,
+        files,
+        size(sum(g.input_bytes for g in groups)),
+        len(groups),
+        deletes,
+        table.name,
+    )
+
+
+def _plan_rules(table: Table, options: RewriteDataFilesOptions) -> PlanRules:
+    target = options.target_file_size_bytes or table.metadata.property_as_int(*TARGET_FILE_SIZE)
+    spec_id = options.output_spec_id
+    if spec_id is not None and spec_id not in table.metadata.specs_by_id():
+        raise JobError(f"--output-spec-id {options.output_spec_id}: no such partition spec")
+    sizes = FileSizeBounds.of(target, options.min_file_size_bytes, options.max_file_size_bytes)
+    output = table.metadata.default_spec_id if spec_id is None else spec_id
+    return PlanRules(options, sizes, output)
+
+
+def _sort_order(table: Table, options: RewriteDataFilesOptions) -> SortOrder | None:
+    if options.strategy != "sort":
+        return None
+    if options.sort_order:
+        try:
+            return parse_sort_order(options.sort_order, table.metadata.schema())
+        except ValidationError as exc:
+            raise JobError(f"--sort-order {options.sort_order!r}: {exc}") from None
+    order = table.metadata.sort_order()
+    if order.is_unsorted:
+        raise JobError(f"{table.name} has no sort order: give --sort-order with --strategy sort")
+    return order
+
+
+def _rewrite(
+    spark: SparkSession,
+    table: Table,
+    plan: CompactionPlan,
+    groups: list[FileGroup],
+    *,
+    options: RewriteDataFilesOptions,
+    rules: PlanRules,
+    order: SortOrder | None,
+    result: dict[str, Any],
+    before_commit: Any,
+) -> list[tuple[FileGroup, str]]:
+    """Write and commit `groups`; the groups that conflicted, with the conflict."""
+    run = RunFiles(spark, table.io, table.metadata, "rewrite-data-files")
+    conflicts: list[tuple[FileGroup, str]] = []
+    committed: list[str] = []  # data files replaced by earlier commits of this run
+    written: list[_Written] = []
+    done: set[int] = set()  # groups committed or already cleaned up
+    with cleanup_on_failure(
+        table,
+        run,
+        committed=lambda: bool(committed),
+        uncommitted=lambda: [f for w in written if w.group.index not in done for f in w.files],
+    ):
+        files = write_groups(
+            spark,
+            table,
+            plan,
+            groups,
+            run=run,
+            sizes=rules.sizes,
+            spec_id=rules.output_spec_id,
+            order=order,
+            concurrency=options.max_concurrent_file_group_rewrites,
+        )
+        written = [_Written(g, files[g.index]) for g in groups]
+        if before_commit is not None:
+            before_commit(table)
+        batches = commit_batches(
+            written, options.partial_progress_enabled, options.partial_progress_max_commits
+        )
+        for batch in batches:
+            try:
+                _commit(table, plan, batch, committed=committed, options=options, result=result)
+            except CommitConflictError as exc:
+                conflicts.extend((w.group, str(exc)) for w in batch)
+                delete_quietly(table, [f for w in batch for f in w.files])
+            done.update(w.group.index for w in batch)
+    return conflicts
+
+
+def _commit(
+    table: Table,
+    plan: CompactionPlan,
+    batch: list[_Written],
+    *,
+    committed: list[str],
+    options: RewriteDataFilesOptions,
+    result: dict[str, Any],
+) -> None:
+    table.refresh()
+    groups = [w.group for w in batch]
+    replaced = [f for g in groups for f in g.data_files]
+    added = [f for w in batch for f in w.files]
+    removed_deletes = plan.removable_deletes(groups, committed)
+    rewrite = table.new_rewrite()
+    assert plan.snapshot_id is not None
+    rewrite.validate_from_snapshot(plan.snapshot_id)
+    rewrite.rewrite_files(replaced, added, removed_deletes)
+    if options.use_starting_sequence_number:
+        rewrite.use_starting_sequence_number()
+    rewrite.snapshot_property(JOB_PROPERTY, "rewrite_data_files")
+    rewrite.commit()
+    committed.extend(f.file_path for f in replaced)
+    result["rewritten_data_files"] += len(replaced)
+    result["added_data_files"] += len(added)
+    result["rewritten_bytes"] += sum(f.file_size_in_bytes for f in replaced)
+    result["removed_delete_files"] += len(removed_deletes)
+    result["commits"].append(rewrite.snapshot_id)
+    LOG.info(
+        "committed %d of the groups: %d data files replaced by %d, %d delete files dropped "
+        "(snapshot %s)",
+        len(batch),
+        len(replaced),
+        len(added),
+        len(removed_deletes),
+        rewrite.snapshot_id,
+    )

@@ -1,0 +1,222 @@
+"""Writing the file groups of a major compaction: one Spark job for many groups.
+
+    files = write_groups(spark, table, plan, groups, run=run, ...)  # {group index: [DataFile]}
+
+A Spark job per group costs seconds of scheduling, broadcasts and listings whatever the
+group's size, which dominated small and medium compactions. Here each group becomes one
+branch of a union (its files read by field id, its deletes applied by `LiveRows` from
+broadcasts built once for all groups, arranged into the group's number of output files),
+and the union is written by one Spark write into `_group=<index>/` directories: a task only
+ever holds rows of one group, so a file belongs to exactly one group and takes that group's
+partition tuple (`GroupLayout`); groups rewritten into another spec get their partition
+directories below that (`RegroupLayout`). At most `GROUPS_PER_JOB` groups share a job, so
+the query plan stays small; several jobs run at once (`max-concurrent-file-group-rewrites`).
+
+Arranging a group, as Iceberg does: binpack keeps the read's own split of the files and
+coalesces it into the group's file count (no shuffle; `maxRecordsPerFile` splits what a task
+writes), rewriting into another spec hash-partitions by the new partition values, and sort
+range-partitions by the sort order; then the union is sorted within tasks by
+(`_group`, partition, sort) where files must be sorted, so Spark's writer adds no sort of
+its own. Binpack into the same spec needs no sort at all: each task writes one directory
+(`spark.sql.maxConcurrentOutputFileWriters` is set for the write so Spark does not sort by
+`_group` either).
+
+The settings the writes need (`_WRITE_SETTINGS`) are set on a session of their own
+(`SparkSession.newSession`: same SparkContext, separate SQL settings, holding a copy of the
+caller's), so the caller's session, and whatever else runs in it meanwhile, never sees them.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from functools import reduce
+from typing import Any
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from icecore.spec.manifest import DataFile, FileContent
+from icecore.spec.partitioning import PartitionSpec
+from icecore.spec.schema import Schema
+from icecore.spec.sorting import SortOrder
+from icecore.table import Table
+from spark_jobs.common.progress import Progress
+from spark_jobs.common.session import isolated_session
+from spark_jobs.planning.sizes import FileSizeBounds
+from spark_jobs.reading.live_rows import LiveRows
+from spark_jobs.rewrite_data_files.plan import CompactionPlan, FileGroup
+from spark_jobs.schema import conform, quoted
+from spark_jobs.writing.files import FileSet, RunFiles
+from spark_jobs.writing.grouped_deletes import GROUP, GroupLayout, group_of
+from spark_jobs.writing.layout import PartitionLayout
+from spark_jobs.writing.metrics import MetricsConfig
+from spark_jobs.writing.transforms import sort_columns
+
+GROUPS_PER_JOB = 64
+LOG = logging.getLogger("icefloe.rewrite_data_files")
+RESERVED_COLUMNS = ("file_path", "pos", GROUP)
+# maxConcurrentOutputFileWriters: Spark writes a task's rows without sorting them by
+# `_group` first. Adaptive execution off: it plans each group's broadcast of the deletes as a
+# stage of its own and reads the delete files once per group; the static plan reuses one
+# broadcast for all groups (and there is no shuffle for it to tune: file counts are
+# explicit). unionOutputPartitioning off: with it, Spark sees that every branch is one
+# partition (`coalesce(1)`) and zips the branches into a single task.
+_WRITE_SETTINGS = {
+    "spark.sql.maxConcurrentOutputFileWriters": "16",
+    "spark.sql.adaptive.enabled": "false",
+    "spark.sql.unionOutputPartitioning": "false",
+}
+
+
+class RegroupLayout(PartitionLayout):
+    """`_group=<index>/` above the output spec's partition directories."""
+
+    def __init__(self, inner: PartitionLayout) -> None:
+        self.inner = inner
+
+    @property
+    def names(self) -> list[str]:
+        return [GROUP, *self.inner.names]
+
+    @property
+    def is_partitioned(self) -> bool:
+        return True
+
+    def partition_of(self, relative_path: str) -> tuple[Any, ...]:
+        group_of(relative_path)  # checks the directory is there
+        return self.inner.partition_of(relative_path.split("/", 1)[1])
+
+
+def write_groups(
+    spark: SparkSession,
+    table: Table,
+    plan: CompactionPlan,
+    groups: Sequence[FileGroup],
+    *,
+    run: RunFiles,
+    sizes: FileSizeBounds,
+    spec_id: int,
+    order: SortOrder | None,
+    concurrency: int,
+) -> dict[int, list[DataFile]]:
+    """Write the live rows of `groups` below `run`; the files written, per group index."""
+    metadata = table.metadata
+    schema = metadata.schema()
+    spec = metadata.spec_by_id(spec_id)
+    live = LiveRows(
+        isolated_session(spark, _WRITE_SETTINGS), schema, groups, plan.delete_sequence_numbers
+    )
+    records = sum(g.input_records for g in groups)
+    size = sum(g.input_bytes for g in groups)
+    max_records = max(1, int(sizes.write_max_file_size() * records / size)) if size else None
+    writer = _GroupWriter(
+        live,
+        schema,
+        spec,
+        sizes=sizes,
+        order=order,
+        metrics=MetricsConfig.for_table(metadata.properties, schema),
+        sort_order_id=_order_id(metadata.sort_order(), order),
+    )
+    same = [g for g in groups if g.spec_id == spec_id]
+    moved = [g for g in groups if g.spec_id != spec_id]
+    jobs = [
+        (name, chunk, respec)
+        for respec, chosen in ((False, same), (True, moved))
+        for n, chunk in enumerate(_chunks(chosen, GROUPS_PER_JOB))
+        for name in [f"{'regroup' if respec else 'group'}-{n}"]
+    ]
+    workers = max(1, min(concurrency, len(jobs)))
+    progress = Progress(LOG, len(groups), "groups")
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        futures = {
+            pool.submit(
+                writer.write, run, name, chunk, respec=respec, max_records=max_records
+            ): chunk
+            for name, chunk, respec in jobs
+        }
+        for future in as_completed(futures):
+            chunk = futures[future]
+            progress.finished(len(chunk), len(future.result()), sum(g.input_bytes for g in chunk))
+    out: dict[int, list[DataFile]] = {g.index: [] for g in groups}
+    for f in run.files():
+        out[group_of(f.file_path[len(run.location) :])].append(f)
+    return out
+
+
+class _GroupWriter:
+    def __init__(
+        self,
+        live: LiveRows,
+        schema: Schema,
+        spec: PartitionSpec,
+        *,
+        sizes: FileSizeBounds,
+        order: SortOrder | None,
+        metrics: MetricsConfig,
+        sort_order_id: int | None,
+    ) -> None:
+        self.live = live
+        self.schema = schema
+        self.spec = spec
+        self.sizes = sizes
+        self.layout = PartitionLayout(spec, schema, RESERVED_COLUMNS)
+        self.sort = sort_columns(schema, order.fields) if order is not None else []
+        self.metrics = metrics
+        self.sort_order_id = sort_order_id
+
+    def write(
+        self,
+        run: RunFiles,
+        name: str,
+        groups: Sequence[FileGroup],
+        *,
+        respec: bool,
+        max_records: int | None,
+    ) -> list[str]:
+        parts = [F.col(quoted(n)) for n in self.layout.names] if respec else []
+        frame = reduce(DataFrame.union, [self._arranged(g, parts) for g in groups])
+        if parts or self.sort:
+            frame = frame.sortWithinPartitions(GROUP, *parts, *self.sort)
+        layout = (
+            RegroupLayout(self.layout)
+            if respec
+            else GroupLayout({g.index: (self.spec.spec_id, g.partition) for g in groups})
+        )
+        file_set = FileSet(
+            name,
+            content=FileContent.DATA,
+            schema=self.schema,
+            spec=self.spec,
+            layout=layout,
+            metrics=self.metrics,
+            sort_order_id=self.sort_order_id,
+        )
+        return run.write(frame, file_set, max_records)
+
+    def _arranged(self, group: FileGroup, parts: list[Any]) -> DataFrame:
+        rows = self.live.of_group(group)
+        rows = rows.select(*conform(rows.schema, self.schema.fields))
+        if parts:
+            rows = self.layout.with_partition_columns(rows)
+        rows = rows.withColumn(GROUP, F.lit(group.index))
+        files = self.sizes.output_files(group.input_bytes)
+        if self.sort:
+            return rows.repartitionByRange(files, *parts, *self.sort)
+        if parts:
+            return rows.repartition(files, *parts)
+        return rows.coalesce(files)
+
+
+def _chunks(groups: Sequence[FileGroup], size: int) -> list[list[FileGroup]]:
+    return [list(groups[i : i + size]) for i in range(0, len(groups), size)]
+
+
+def _order_id(table_order: SortOrder, used: SortOrder | None) -> int | None:
+    if used is None:
+        return None
+    if not table_order.is_unsorted and tuple(table_order.fields) == tuple(used.fields):
+        return table_order.order_id
+    return None

@@ -1,0 +1,470 @@
+"""Minor compaction of delete files (Iceberg's `rewrite_position_delete_files`).
+
+Plan (driver, icecore), per partition (spec id and partition tuple) of the `--where` filter:
+- a position delete file that applies to no live data file (every file it names is gone, or
+  newer than it) is dangling: removed without being read;
+- the other position delete files are candidates when smaller than `min-file-size-bytes` or
+  larger than `max-file-size-bytes` (all of them with `rewrite-all`); a partition's
+  candidates are rewritten when there are at least `min-input-files` of them, or more than
+  one holding more than `target-file-size-bytes` together, or with `rewrite-all`;
+- equality delete files are merged only with files of the same partition, the same data
+  sequence number and the same equality field ids (merging across sequence numbers would
+  change which data files they apply to), under the same count rule; one that applies to no
+  live data file is removed.
+
+Spark reads the chosen position delete files and keeps a row only if the planner paired its
+delete file with the data file it names: rows naming files that are gone, or files the
+delete never applied to, are dropped, and no row can start deleting anything. The rows are
+written sorted by (`file_path`, `pos`), one file per partition per task, split near the
+target size.
+
+Sequence numbers: a position delete applies to the data files it names whose data sequence
+number is at most its own. A merged file takes the largest data sequence number of the files
+it replaces: every row it keeps names a data file no newer than the delete file the row came
+from, hence no newer than the merged file, and since rows name files explicitly a larger
+number cannot make a row apply elsewhere. It is also no newer than the starting snapshot,
+so a data compaction planned before this commit does not see the merged files as new
+deletes (their rows are not new). Merged equality deletes keep their common sequence number.
+
+Groups: a partition's chosen files (and each mergeable set of equality delete files) are
+bin-packed into groups of at most `max-file-group-size-bytes`. Everything is written first,
+then committed: in one `replace` commit, or with `partial-progress.enabled` in up to
+`partial-progress.max-commits` commits of whole groups, each validated from the planning
+snapshot, so a large table's work is not all lost to one conflict. Removing a delete file
+that is no longer live is a conflict (another compaction took it): without partial progress
+the whole job plans again from the new state, with it only the conflicting groups'
+partitions do (the other commits stand); up to `--max-attempts` plans in all, then the job
+fails naming the conflicting snapshot (with partial progress: reports `failed_groups`, and
+fails only when nothing could be committed).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import defaultdict
+from collections.abc import Collection
+from dataclasses import dataclass
+from typing import Any
+
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from icecore.catalog import Catalog
+from icecore.errors import CommitConflictError
+from icecore.spec.manifest import DataFile, FileContent
+from icecore.spec.types import LongType, NestedField, StringType
+from icecore.table import Table
+from spark_jobs.committing.batches import cleanup_on_failure, commit_batches, delete_quietly
+from spark_jobs.committing.rewrite import DeleteRewrite
+from spark_jobs.common.errors import JobError
+from spark_jobs.common.progress import size
+from spark_jobs.common.session import configure
+from spark_jobs.planning.binpack import bin_pack
+from spark_jobs.planning.sizes import FileSizeBounds
+from spark_jobs.planning.where import parse_where
+from spark_jobs.reading.file_ids import read_with_file_id
+from spark_jobs.reading.live_files import (
+    LiveDelete,
+    LiveState,
+    PartitionKey,
+    live_state,
+    partition_filter,
+    require_parquet,
+    top_level_fields,
+)
+from spark_jobs.specs.jobs import RewritePositionDeletesOptions
+from spark_jobs.writing.files import DELETE_FILE_PATH, DELETE_POS, RunFiles
+from spark_jobs.writing.grouped_deletes import (
+    GROUP,
+    finish,
+    write_equality_deletes,
+    write_position_deletes,
+)
+from spark_jobs.writing.metrics import MetricsConfig
+
+JOB = "rewrite_position_deletes"
+LOG = logging.getLogger(f"icefloe.{JOB}")
+JOB_PROPERTY = "icefloe.job"
+_D = "_del"
+# Read under other names: a table column may be called file_path or pos.
+_PATH = NestedField(DELETE_FILE_PATH.field_id, "file_path", StringType())
+_POS = NestedField(DELETE_POS.field_id, "pos", LongType())
+
+
+@dataclass
+class DeleteGroup:
+    """Delete files of one partition rewritten together into that partition's new files:
+    the unit of a commit with partial progress, and of re-planning after a conflict."""
+
+    index: int
+    key: PartitionKey
+    files: list[LiveDelete]
+    equality_ids: tuple[int, ...] | None = None  # None: position deletes
+
+    @property
+    def sequence_number(self) -> int:
+        """The data sequence number the group's new files take (see the module doc)."""
+        return max(d.sequence_number for d in self.files)
+
+    def describe(self) -> str:
+        kind = "position" if self.equality_ids is None else f"equality {list(self.equality_ids)}"
+        return f"{kind} deletes of spec {self.key[0]} partition {self.key[1]!r}"
+
+
+@dataclass
+class _Plan:
+    groups: list[DeleteGroup]
+    dangling: list[LiveDelete]
+
+    def of_kind(self, equality: bool) -> list[DeleteGroup]:
+        return [g for g in self.groups if (g.equality_ids is not None) == equality]
+
+
+def run(
+    spark: SparkSession, catalog: Catalog, options: RewritePositionDeletesOptions
+) -> dict[str, Any]:
+    """Plan, write and commit; after a conflict plan again from the new table state (all of
+    it, or with partial progress only the partitions whose commit conflicted), at most
+    `max_attempts` times."""
+    started = time.monotonic()
+    configure(spark)
+    sizes = FileSizeBounds.of(
+        options.target_file_size_bytes, options.min_file_size_bytes, options.max_file_size_bytes
+    )
+    where = parse_where(options.where)
+    result: dict[str, Any] = {"table": options.table, **_counters()}
+    conflicts: list[str] = []
+    pending: set[PartitionKey] | None = None
+    for attempt in range(1, options.max_attempts + 1):
+        table = catalog.load_table(options.table)
+        try:
+            failed = rewrite_once(spark, table, options, sizes, where, result=result, only=pending)
+        except CommitConflictError as exc:  # without partial progress: nothing committed
+            conflicts.append(str(exc))
+            if attempt == options.max_attempts:
+                raise JobError(
+                    f"{JOB}: commit conflict on each of {attempt} attempt(s); last: {exc} "
+                    f"(conflicting snapshot {exc.snapshot_id})"
+                ) from exc
+            continue
+        if not failed:
+            break
+        conflicts.extend(message for _, message in failed)
+        pending = {key for keys, _ in failed for key in keys}
+        if attempt == options.max_attempts:
+            result["failed_groups"] = [message for _, message in failed]
+    if result["failed_groups"] and not result["commits"]:
+        raise JobError(
+            f"{JOB}: every commit conflicted on each of {options.max_attempts} attempt(s); "
+            f"last: {result['failed_groups'][0]}"
+        )
+    if result["failed_groups"]:
+        result["status"] = "partially-committed"
+    result["attempts"] = attempt
+    result["conflicts"] = conflicts
+    result["seconds"] = round(time.monotonic() - started, 3)
+    return result
+
+
+def plan(
+    state: LiveState,
+    options: RewritePositionDeletesOptions,
+    sizes: FileSizeBounds,
+    where: Any,
+    only: Collection[PartitionKey] | None = None,
+) -> _Plan:
+    """The groups to rewrite and the dangling files to drop, in the partitions `where` may
+    match (and, when re-planning after a conflict, only those in `only`)."""
+    in_filter = partition_filter(state.table, where)
+
+    def keep(key: PartitionKey) -> bool:
+        return in_filter(key) and (only is None or key in only)
+
+    dangling: list[LiveDelete] = []
+    by_partition: dict[PartitionKey, list[LiveDelete]] = defaultdict(list)
+    equality: dict[tuple[PartitionKey, int, tuple[int, ...]], list[LiveDelete]] = defaultdict(list)
+    for d in state.deletes.values():
+        if not keep(d.partition_key):
+            continue
+        if not state.applies.get(d.file.file_path):
+            dangling.append(d)
+        elif d.file.content == FileContent.POSITION_DELETES:
+            by_partition[d.partition_key].append(d)
+        elif d.file.content == FileContent.EQUALITY_DELETES:
+            ids = tuple(d.file.equality_ids or ())
+            equality[(d.partition_key, d.sequence_number, ids)].append(d)
+    groups: list[DeleteGroup] = []
+    for key, files in by_partition.items():
+        for packed in _bin_pack(_choose(files, options, sizes), options.max_file_group_size_bytes):
+            if options.rewrite_all or len(packed) > 1 or _size(packed) > sizes.max_size:
+                groups.append(DeleteGroup(len(groups), key, packed))
+    for (key, _, ids), files in equality.items():
+        if len(files) < 2 or not (options.rewrite_all or len(files) >= options.min_input_files):
+            continue
+        for packed in _bin_pack(files, options.max_file_group_size_bytes):
+            if len(packed) > 1:
+                groups.append(DeleteGroup(len(groups), key, packed, ids))
+    return _Plan(groups, dangling)
+
+
+def _size(files: list[LiveDelete]) -> int:
+    return sum(d.file.file_size_in_bytes for d in files)
+
+
+def _choose(
+    files: list[LiveDelete], options: RewritePositionDeletesOptions, sizes: FileSizeBounds
+) -> list[LiveDelete]:
+    if options.rewrite_all:
+        return files
+    candidates = [
+        d
+        for d in files
+        if d.file.file_size_in_bytes < sizes.min_size or d.file.file_size_in_bytes > sizes.max_size
+    ]
+    if len(candidates) >= options.min_input_files or (
+        len(candidates) > 1 and _size(candidates) > sizes.target
+    ):
+        return candidates
+    return []
+
+
+def _bin_pack(files: list[LiveDelete], max_group: int) -> list[list[LiveDelete]]:
+    """Groups of at most `max_group` bytes, so that no commit (and no Spark write) holds
+    more than that; members in path order."""
+    packed = bin_pack(
+        files, lambda d: d.file.file_size_in_bytes, lambda d: d.file.file_path, max_group
+    )
+    return [sorted(members, key=lambda d: d.file.file_path) for members in packed]
+
+
+def _counters() -> dict[str, Any]:
+    return {
+        "rewritten_delete_files": 0,
+        "added_delete_files": 0,
+        "rewritten_bytes": 0,
+        "added_bytes": 0,
+        "removed_dangling_delete_files": 0,
+        "rewritten_position_deletes": 0,
+        "added_position_deletes": 0,
+        "dropped_position_deletes": 0,
+        "merged_equality_delete_files": 0,
+        "added_equality_delete_files": 0,
+        "rewritten_groups": 0,
+        "planned_groups": 0,
+        "commits": [],
+        "failed_groups": [],
+        "status": "nothing-to-rewrite",
+    }
+
+
+Failed = list[tuple[list[PartitionKey], str]]
+
+
+def rewrite_once(
+    spark: SparkSession,
+    table: Table,
+    options: RewritePositionDeletesOptions,
+    sizes: FileSizeBounds,
+    where: Any,
+    *,
+    result: dict[str, Any],
+    only: Collection[PartitionKey] | None = None,
+) -> Failed:
+    """One plan, write and commit(s), adding what was committed to `result`. Returns the
+    batches whose commit conflicted (partial progress; without it the conflict is raised)
+    as their partitions and the conflict."""
+    state = live_state(table)
+    if state is None:
+        result["status"] = "empty-table"
+        return []
+    chosen = plan(state, options, sizes, where, only)
+    if only is None:
+        result["planned_groups"] = len(chosen.groups)
+        result.setdefault("snapshot_id", state.snapshot.snapshot_id)
+    if not (chosen.groups or chosen.dangling):
+        return []
+    require_parquet([d.file for g in chosen.groups for d in g.files])
+
+    LOG.info(
+        "plan: %d delete files (%s) in %d groups, %d dangling delete files to drop, on %s",
+        sum(len(g.files) for g in chosen.groups),
+        size(sum(_size(g.files) for g in chosen.groups)),
+        len(chosen.groups),
+        len(chosen.dangling),
+        table.name,
+    )
+    run = RunFiles(spark, table.io, table.metadata, "rewrite-deletes")
+    written: dict[int, list[DataFile]] = defaultdict(list)
+    done: set[int] = set()  # groups committed, or whose files were already deleted
+    commits_before = len(result["commits"])
+    with cleanup_on_failure(
+        table,
+        run,
+        committed=lambda: len(result["commits"]) > commits_before,
+        uncommitted=lambda: [f for g, fs in written.items() if g not in done for f in fs],
+    ):
+        if chosen.of_kind(equality=False):
+            _write_positions(spark, run, table, state=state, chosen=chosen, sizes=sizes)
+        if chosen.of_kind(equality=True):
+            _write_equalities(spark, run, table, chosen=chosen)
+        groups = {g.index: g.key for g in chosen.groups}
+        for f, g in finish(run, groups):
+            written[g].append(f)
+        failed: Failed = []
+        batches = commit_batches(
+            chosen.groups, options.partial_progress_enabled, options.partial_progress_max_commits
+        )
+        for n, batch in enumerate(batches):
+            dangling = chosen.dangling if n == 0 else []
+            try:
+                _commit(table, state, batch, dangling=dangling, written=written, result=result)
+            except CommitConflictError as exc:
+                if not options.partial_progress_enabled:
+                    raise
+                delete_quietly(table, [f for g in batch for f in written[g.index]])
+                keys = [g.key for g in batch] + [d.partition_key for d in dangling]
+                names = "; ".join(g.describe() for g in batch) or "dangling deletes"
+                failed.append((keys, f"{names}: {exc} (conflicting snapshot {exc.snapshot_id})"))
+            done.update(g.index for g in batch)
+    return failed
+
+
+def _commit(
+    table: Table,
+    state: LiveState,
+    batch: list[DeleteGroup],
+    *,
+    dangling: list[LiveDelete],
+    written: dict[int, list[DataFile]],
+    result: dict[str, Any],
+) -> None:
+    """One `replace` commit of `batch` (and the dangling files), validated from the
+    planning snapshot; adds its counts to `result`."""
+    rewrite = DeleteRewrite(table).validate_from_snapshot(state.snapshot.snapshot_id)
+    inputs = [d for g in batch for d in g.files]
+    for d in inputs + dangling:
+        rewrite.delete_file(d.file)
+    added: list[DataFile] = []
+    for g in batch:
+        for f in written[g.index]:
+            rewrite.add_file(f, data_sequence_number=g.sequence_number)
+            added.append(f)
+    rewrite.snapshot_property(JOB_PROPERTY, JOB)
+    metadata = rewrite.commit()
+    snapshot = metadata.snapshot_by_id(rewrite.snapshot_id)
+    positions = [d for g in batch if g.equality_ids is None for d in g.files]
+    added_positions = [f for f in added if f.content == FileContent.POSITION_DELETES]
+    counts = {
+        "rewritten_delete_files": len(inputs),
+        "added_delete_files": len(added),
+        "rewritten_bytes": _size(inputs),
+        "added_bytes": sum(f.file_size_in_bytes for f in added),
+        "removed_dangling_delete_files": len(dangling),
+        "rewritten_position_deletes": sum(d.file.record_count for d in positions),
+        "added_position_deletes": sum(f.record_count for f in added_positions),
+        "merged_equality_delete_files": len(inputs) - len(positions),
+        "added_equality_delete_files": len(added) - len(added_positions),
+        "rewritten_groups": len(batch),
+    }
+    counts["dropped_position_deletes"] = (
+        counts["rewritten_position_deletes"] - counts["added_position_deletes"]
+    )
+    for name, value in counts.items():
+        result[name] += value
+    result["commits"].append(snapshot.snapshot_id)
+    result.update(
+        status="committed",
+        snapshot_id=snapshot.snapshot_id,
+        sequence_number=snapshot.sequence_number,
+        starting_snapshot_id=state.snapshot.snapshot_id,
+    )
+
+
+def _write_positions(
+    spark: SparkSession,
+    run: RunFiles,
+    table: Table,
+    *,
+    state: LiveState,
+    chosen: _Plan,
+    sizes: FileSizeBounds,
+) -> None:
+    groups = chosen.of_kind(equality=False)
+    inputs = [d for g in groups for d in g.files]
+    delete_id = {d.file.file_path: i for i, d in enumerate(inputs)}
+    pairs = [
+        (delete_id[d.file.file_path], task.file.file_path, g.index)
+        for g in groups
+        for d in g.files
+        for task in state.applies[d.file.file_path]
+    ]
+    paths = [d.file.file_path for d in inputs]
+    rows = read_with_file_id(
+        spark, paths, [_PATH, _POS], ["file_path", "pos"], ids=delete_id, id_column=_D
+    )
+    applicable = spark.createDataFrame(
+        pairs,
+        T.StructType(
+            [
+                T.StructField(_D, T.IntegerType()),
+                T.StructField("file_path", T.StringType()),
+                T.StructField(GROUP, T.IntegerType()),
+            ]
+        ),
+    )
+    kept = rows.join(F.broadcast(applicable), [_D, "file_path"]).select("file_path", "pos", GROUP)
+    records = sum(d.file.record_count for d in inputs)
+    max_records = max(1, int(sizes.target / (_size(inputs) / records))) if records else None
+    keys = {g.index: g.key for g in groups}
+    write_position_deletes(
+        run, kept.distinct(), table.metadata.spec(), keys, max_records=max_records
+    )
+
+
+def _write_equalities(spark: SparkSession, run: RunFiles, table: Table, *, chosen: _Plan) -> None:
+    schema = table.metadata.schema()
+    by_ids: dict[tuple[int, ...], list[DeleteGroup]] = defaultdict(list)
+    for g in chosen.of_kind(equality=True):
+        assert g.equality_ids is not None
+        by_ids[g.equality_ids].append(g)
+    for n, (ids, members) in enumerate(sorted(by_ids.items())):
+        fields = top_level_fields(schema, ids, members[0].files[0].file.file_path)
+        files = [(g.index, d) for g in members for d in g.files]
+        delete_id = {d.file.file_path: i for i, (_, d) in enumerate(files)}
+        aliases = [f"_k{i}" for i in range(len(fields))]
+        keys = read_with_file_id(
+            spark,
+            [d.file.file_path for _, d in files],
+            fields,
+            aliases,
+            ids=delete_id,
+            id_column=_D,
+        )
+        group_of = spark.createDataFrame(
+            [(delete_id[d.file.file_path], g) for g, d in files],
+            T.StructType(
+                [T.StructField(_D, T.IntegerType()), T.StructField(GROUP, T.IntegerType())]
+            ),
+        )
+        merged = (
+            keys.join(F.broadcast(group_of), _D)
+            .select(
+                *(
+                    F.col(a).alias(f.name, metadata={"parquet.field.id": f.field_id})
+                    for a, f in zip(aliases, fields, strict=True)
+                ),
+                GROUP,
+            )
+            .distinct()
+        )
+        write_equality_deletes(
+            run,
+            merged,
+            table.metadata.spec(),
+            key_fields=fields,
+            groups={g.index: g.key for g in members},
+            name=f"equality-deletes-{n}",
+            metrics=MetricsConfig.for_table(table.metadata.properties, schema),
+        )

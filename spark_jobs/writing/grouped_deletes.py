@@ -1,0 +1,134 @@
+"""Writing delete files grouped by an integer group id, each group one (spec, partition).
+
+The rows to write carry a `_group` column; Spark's `partitionBy` puts each group in its own
+directory (`_group=7/`), and the group, not the directory name, says which partition spec and
+partition tuple a file belongs to. That lets one Spark write produce files for partitions of
+several specs (a table after a partition change) whose values come from the files they
+replace or point at, not from recomputing transforms.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from icecore.spec.manifest import DataFile, FileContent
+from icecore.spec.partitioning import PartitionSpec
+from icecore.spec.schema import Schema
+from icecore.spec.types import NestedField
+from spark_jobs.common.errors import JobError
+from spark_jobs.reading.live_files import PartitionKey
+from spark_jobs.schema import FIELD_ID_KEY
+from spark_jobs.writing.files import (
+    DELETE_FILE_PATH,
+    DELETE_POS,
+    POSITION_DELETE_SCHEMA,
+    FileSet,
+    RunFiles,
+)
+from spark_jobs.writing.layout import PartitionLayout
+from spark_jobs.writing.metrics import MetricsConfig
+
+GROUP = "_group"
+_GROUP_DIR = re.compile(r"(?:^|/)" + GROUP + r"=(\d+)/")
+
+
+class GroupLayout(PartitionLayout):
+    """A layout of one `_group` directory level; partition values come from the groups."""
+
+    def __init__(self, groups: Mapping[int, PartitionKey]) -> None:
+        self.groups = dict(groups)
+
+    @property
+    def names(self) -> list[str]:
+        return [GROUP]
+
+    @property
+    def is_partitioned(self) -> bool:
+        return True
+
+    def partition_of(self, relative_path: str) -> tuple[Any, ...]:
+        return self.groups[group_of(relative_path)][1]
+
+
+def group_of(path: str) -> int:
+    found = _GROUP_DIR.search(path)
+    if found is None:
+        raise JobError(f"{path}: written outside a {GROUP}= directory")
+    return int(found.group(1))
+
+
+def position_columns(path: Column, pos: Column) -> list[Column]:
+    """`file_path` and `pos` with their reserved field ids, non-nullable (required)."""
+    return [
+        F.coalesce(path, F.lit("")).alias(
+            DELETE_FILE_PATH.name, metadata={FIELD_ID_KEY: DELETE_FILE_PATH.field_id}
+        ),
+        F.coalesce(pos.cast("long"), F.lit(0).cast("long")).alias(
+            DELETE_POS.name, metadata={FIELD_ID_KEY: DELETE_POS.field_id}
+        ),
+    ]
+
+
+def write_position_deletes(
+    run: RunFiles,
+    frame: DataFrame,
+    spec: PartitionSpec,
+    groups: Mapping[int, PartitionKey],
+    *,
+    max_records: int | None = None,
+    name: str = "position-deletes",
+) -> list[DataFile]:
+    """`frame` has `file_path`, `pos` and `_group`; one sorted file (or more, split at
+    `max_records`) per group per task. Returns nothing until `finish` describes them."""
+    rows = frame.select(*position_columns(F.col("file_path"), F.col("pos")), F.col(GROUP))
+    rows = rows.repartition(F.col(GROUP)).sortWithinPartitions(GROUP, "file_path", "pos")
+    file_set = FileSet(
+        name,
+        FileContent.POSITION_DELETES,
+        POSITION_DELETE_SCHEMA,
+        spec,
+        GroupLayout(groups),
+        MetricsConfig.full(),
+    )
+    run.write(rows, file_set, max_records)
+    return []
+
+
+def write_equality_deletes(
+    run: RunFiles,
+    frame: DataFrame,
+    spec: PartitionSpec,
+    *,
+    key_fields: Sequence[NestedField],
+    groups: Mapping[int, PartitionKey],
+    name: str,
+    metrics: MetricsConfig,
+) -> None:
+    """`frame` has the key columns and `_group`; one file per group."""
+    rows = frame.repartition(F.col(GROUP))
+    file_set = FileSet(
+        name,
+        FileContent.EQUALITY_DELETES,
+        Schema(tuple(key_fields)),
+        spec,
+        GroupLayout(groups),
+        metrics,
+        equality_ids=[f.field_id for f in key_fields],
+    )
+    run.write(rows, file_set)
+
+
+def finish(run: RunFiles, groups: Mapping[int, PartitionKey]) -> list[tuple[DataFile, int]]:
+    """Every file the run wrote, with its spec id set from its group, and the group."""
+    out = []
+    for f in run.files():
+        group = group_of(f.file_path)
+        spec_id, partition = groups[group]
+        out.append((dataclasses.replace(f, spec_id=spec_id, partition=partition), group))
+    return out
