@@ -12,7 +12,6 @@ import contextlib
 import os
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import NamedTuple, TypeVar
 
@@ -20,13 +19,14 @@ import pyarrow as pa
 from pyarrow import fs as pafs
 
 from icecore.errors import FileError
-from icecore.io import filesystems, s3client
+from icecore.io import deletion, filesystems, s3client
 from icecore.io.locations import Location, Store, parse
 from icecore.io.output import OutputFile
 from icecore.io.properties import Redactor
 from icecore.io.retry import RetryPolicy
 
-DELETE_THREADS = 16
+DELETE_THREADS = deletion.DELETE_THREADS
+
 T = TypeVar("T")
 
 
@@ -197,44 +197,17 @@ class FileIO:
 
         self._call(resolved, "cannot delete", delete)
 
-    def delete_many(self, locations: Iterable[str]) -> dict[str, str]:
+    def delete_many(
+        self, locations: Iterable[str], threads: int = DELETE_THREADS
+    ) -> dict[str, str]:
         """Delete every location; returns location -> why, for those still there afterwards
         (empty when all are gone). A missing file counts as deleted. Nothing is raised for a
         single file: cleanup after a commit must go on past one that cannot be deleted.
 
         On S3 keys go in `DeleteObjects` batches of 1,000 (one request instead of 1,000, and
-        no empty "directory" markers left behind); elsewhere files are deleted concurrently.
+        no empty "directory" markers left behind); elsewhere `threads` files at a time.
         """
-        failed: dict[str, str] = {}
-        by_bucket: dict[str, dict[str, list[str]]] = {}
-        others: list[str] = []
-        for location in dict.fromkeys(locations):
-            try:
-                parsed = self._resolve(location).location
-            except FileError as exc:
-                failed[location] = exc.problem
-                continue
-            if parsed.store is Store.S3 and parsed.key and s3client.available():
-                keys = by_bucket.setdefault(parsed.bucket, {})
-                keys.setdefault(parsed.key, []).append(location)
-            else:
-                others.append(location)
-        for bucket, keys in by_bucket.items():
-            for key, why in self._s3_client().delete_keys(bucket, list(keys)).items():
-                failed.update(dict.fromkeys(keys[key], self._redact(why)))
-        if others:
-            with ThreadPoolExecutor(max_workers=min(DELETE_THREADS, len(others))) as pool:
-                for location, why in zip(others, pool.map(self._try_delete, others), strict=True):
-                    if why is not None:
-                        failed[location] = why
-        return failed
-
-    def _try_delete(self, location: str) -> str | None:
-        try:
-            self.delete(location, missing_ok=True)
-        except FileError as exc:
-            return exc.problem
-        return None
+        return deletion.delete_many(self, locations, threads)
 
     # Internals
 
