@@ -3,5 +3,9 @@
 # `catalog` (a fresh SqlCatalog) and `backend` (sqlite, postgresql) for catalog-backed tests.
 from tests.support.catalogs import backend, catalog  # noqa: F401
 
+# `s3_store`, `s3_proxy`, `gcs_store`, `azure_store`: real object-store servers on 127.0.0.1,
+# started once per session when a test asks for one.
+from tests.support.objectstores import azure_store, gcs_store, s3_proxy, s3_store  # noqa: F401
+
 # `spark`: the one local SparkSession of the run.
 from tests.support.spark import spark  # noqa: F401

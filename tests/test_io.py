@@ -8,6 +8,7 @@ from pyarrow import fs as pafs
 
 from icecore.errors import FileError
 from icecore.io import FileIO, ListedFile
+from icecore.io.retry import is_transient
 
 
 @pytest.fixture
@@ -135,6 +136,7 @@ def test_s3_location_resolves_offline_with_iceberg_properties() -> None:
         region="eu-west-1",
         endpoint_override="http://localhost:9000",
         force_virtual_addressing=True,
+        allow_delayed_open=True,
     )
     assert filesystem.equals(expected)
 
@@ -143,7 +145,11 @@ def test_s3_path_style_access_keeps_pyarrow_path_addressing() -> None:
     filesystem, _ = FileIO({"s3.path-style-access": "true", "s3.region": "us-east-1"}).resolve(
         "s3://b/k"
     )
-    assert filesystem.equals(pafs.S3FileSystem(region="us-east-1", force_virtual_addressing=False))
+    assert filesystem.equals(
+        pafs.S3FileSystem(
+            region="us-east-1", force_virtual_addressing=False, allow_delayed_open=True
+        )
+    )
 
 
 def test_filesystems_are_cached_per_scheme_and_authority() -> None:
@@ -220,3 +226,77 @@ def test_hash_and_question_mark_are_part_of_the_key(io: FileIO, tmp_path) -> Non
     io.write_bytes(location, b"1")
     assert [f.location for f in io.list_prefix(f"file://{tmp_path}")] == [location]
     assert (tmp_path / "p=a#b?c" / "f.parquet").read_bytes() == b"1"
+
+
+def test_gcs_emulator_properties() -> None:
+    filesystem, _ = FileIO(
+        {"gcs.service.host": "http://127.0.0.1:4443", "gcs.no-auth": "true"}
+    ).resolve("gs://bucket/a")
+    expected = pafs.GcsFileSystem(anonymous=True, scheme="http", endpoint_override="127.0.0.1:4443")
+    assert filesystem.equals(expected)
+
+
+def test_azure_authority_properties_point_abfss_locations_at_an_emulator() -> None:
+    io = FileIO(
+        {
+            "adls.account-key": "a2V5",
+            "adls.blob-storage-authority": "127.0.0.1:10000",
+            "adls.dfs-storage-authority": "127.0.0.1:10000",
+            "adls.blob-storage-scheme": "http",
+            "adls.dfs-storage-scheme": "http",
+        }
+    )
+    filesystem, path = io.resolve("abfss://c@devstoreaccount1.dfs.core.windows.net/wh/t")
+    assert path == "c/wh/t"
+    expected = pafs.AzureFileSystem(
+        "devstoreaccount1",
+        account_key="a2V5",
+        blob_storage_authority="127.0.0.1:10000",
+        dfs_storage_authority="127.0.0.1:10000",
+        blob_storage_scheme="http",
+        dfs_storage_scheme="http",
+    )
+    assert filesystem.equals(expected)
+    # wasbs:// is the Blob endpoint's spelling of the same account: one filesystem.
+    assert io.resolve("wasbs://c@devstoreaccount1.blob.core.windows.net/x")[0] is filesystem
+
+
+def test_s3_spellings_share_one_filesystem_per_bucket() -> None:
+    io = FileIO({"s3.region": "us-east-1"})
+    assert io.resolve("s3a://b/k")[0] is io.resolve("s3://b/k")[0] is io.resolve("s3n://b/x")[0]
+
+
+def test_repr_hides_credentials() -> None:
+    io = FileIO({"s3.secret-access-key": "hunter2-secret", "adls.sas-token": "sv=1&sig=abcdefgh"})
+    assert "hunter2" not in repr(io)
+    assert "abcdefgh" not in repr(io)
+
+
+@pytest.mark.parametrize(
+    ("message", "transient"),
+    [
+        (
+            "AWS Error SLOW_DOWN during ListObjectsV2 operation: Please reduce your request rate.",
+            True,
+        ),
+        (
+            "AWS Error UNKNOWN (HTTP status 503) during HeadObject operation: No response body.",
+            True,
+        ),
+        (
+            "AWS Error INTERNAL_FAILURE during GetObject: Failed to flush response stream",
+            True,
+        ),
+        (
+            "AWS Error NETWORK_CONNECTION during HeadObject: curlCode: 56, Connection reset",
+            True,
+        ),
+        ("AWS Error UNKNOWN (HTTP status 429) during PutObject operation", True),
+        ("google::cloud::Status(UNAVAILABLE: Retry policy exhausted)", True),
+        ("AWS Error ACCESS_DENIED during HeadObject operation: No response body.", False),
+        ("NoSuchBucket: The specified bucket does not exist", False),
+        ("Path does not exist 'bucket/x'", False),
+    ],
+)
+def test_which_errors_are_retried(message: str, transient: bool) -> None:
+    assert is_transient(OSError(message)) is transient

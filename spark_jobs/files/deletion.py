@@ -1,4 +1,4 @@
-"""Deleting many files: on the driver with a thread pool when there are few, as a Spark job
+"""Deleting many files: on the driver when there are few, as a Spark job
 over the list of paths when there are many (each executor builds its own `FileIO` from the
 catalog's properties, so credentials travel as they do for the data files).
 
@@ -10,12 +10,10 @@ and a file left behind only costs storage (orphan-file removal finds it later).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from pyspark.sql import SparkSession
 
-from icecore.errors import FileError
 from icecore.io import FileIO
 
 # Below this many files a Spark job costs more than it saves.
@@ -33,24 +31,11 @@ class DeletionOutcome:
     on_executors: bool = False
 
 
-def _delete_one(io: FileIO, path: str) -> str | None:
-    """None when the file is gone afterwards, else why not."""
-    try:
-        io.delete(path, missing_ok=True)
-        return None
-    except FileError as exc:
-        return str(exc)
-    except Exception as exc:  # a storage SDK error must not stop the other deletions
-        return f"{type(exc).__name__}: {exc}"
-
-
 def _delete_all(io: FileIO, paths: Sequence[str], threads: int) -> Iterator[tuple[str, str | None]]:
-    if len(paths) <= 1 or threads <= 1:
-        for path in paths:
-            yield path, _delete_one(io, path)
-        return
-    with ThreadPoolExecutor(max_workers=min(threads, len(paths))) as pool:
-        yield from zip(paths, pool.map(lambda p: _delete_one(io, p), paths), strict=True)
+    """(path, None when it is gone afterwards, else why not); S3 keys go in bulk requests."""
+    failed = io.delete_many(paths, threads=threads)
+    for path in paths:
+        yield path, failed.get(path)
 
 
 def _delete_partition(

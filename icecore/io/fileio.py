@@ -1,0 +1,316 @@
+"""`FileIO`: reading, writing, listing and deleting files at Iceberg locations.
+
+Every table file icecore and the jobs touch goes through here, so this is where object-store
+semantics are made right once: listings bounded by the directory, bulk deletes, retries of
+throttled and dropped requests, writes that become visible only when complete, and errors
+that name the file but never a credential.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import NamedTuple, TypeVar
+
+import pyarrow as pa
+from pyarrow import fs as pafs
+
+from icecore.errors import FileError
+from icecore.io import deletion, filesystems, s3client
+from icecore.io.locations import Location, Store, parse
+from icecore.io.output import OutputFile
+from icecore.io.properties import Redactor
+from icecore.io.retry import RetryPolicy
+
+DELETE_THREADS = deletion.DELETE_THREADS
+
+T = TypeVar("T")
+
+
+class ListedFile(NamedTuple):
+    """One file found by `FileIO.list_prefix`.
+
+    `mtime_ms` is the file's (object's) last-modified time, or None when the filesystem does
+    not report one; callers that delete by age must then leave the file alone.
+    """
+
+    location: str
+    size: int
+    mtime_ms: int | None
+
+
+@dataclass(frozen=True)
+class _Resolved:
+    location: Location
+    filesystem: pafs.FileSystem
+
+    @property
+    def path(self) -> str:
+        return self.location.path
+
+    def to_location(self, fs_path: str) -> str:
+        return self.location.to_location(fs_path)
+
+
+class FileIO:
+    """Reads, writes, lists and deletes files at Iceberg locations.
+
+    `properties` are catalog/table properties with Iceberg's names (see `icecore.io.properties`):
+    `s3.*`, `gcs.*`, `adls.*`, `hdfs.user`. Anything absent falls back to the SDK's own defaults
+    (environment variables, instance credentials). `retry` says how often an operation that
+    failed for a passing reason (throttling, 5xx, a dropped connection) is tried again.
+    Filesystems are cached per store and bucket, so a job touching thousands of files builds
+    one client.
+    """
+
+    def __init__(
+        self, properties: Mapping[str, str] | None = None, *, retry: RetryPolicy | None = None
+    ) -> None:
+        self.properties: dict[str, str] = dict(properties or {})
+        self.retry = retry or RetryPolicy()
+        self._redactor = Redactor(self.properties)
+        self._filesystems: dict[tuple[str, str], pafs.FileSystem] = {}
+        self._s3: s3client.S3Client | None = None
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"FileIO({self._redactor.properties(self.properties)!r})"
+
+    def resolve(self, location: str) -> tuple[pafs.FileSystem, str]:
+        """The filesystem holding `location` and the path to hand to it."""
+        resolved = self._resolve(location)
+        return resolved.filesystem, resolved.path
+
+    # Reading
+
+    def open_input(self, location: str) -> pa.NativeFile:
+        """A seekable binary file; Parquet and Avro readers need random access. Opening is
+        retried; reads through the file rely on the SDK's own retries."""
+        resolved = self._resolve(location)
+        return self._call(
+            resolved,
+            "cannot open for reading",
+            lambda: resolved.filesystem.open_input_file(resolved.path),
+        )
+
+    def read_bytes(self, location: str) -> bytes:
+        """The whole file, read again from the start if a read fails for a passing reason."""
+        resolved = self._resolve(location)
+
+        def read() -> bytes:
+            with resolved.filesystem.open_input_file(resolved.path) as f:
+                return f.read()
+
+        return self._call(resolved, "cannot read", read)
+
+    def exists(self, location: str) -> bool:
+        return self._info(self._resolve(location)).type != pafs.FileType.NotFound
+
+    def size(self, location: str) -> int:
+        info = self._info(self._resolve(location))
+        if info.type == pafs.FileType.NotFound:
+            raise FileError(location, "file not found")
+        if info.type != pafs.FileType.File:
+            raise FileError(location, "is not a file")
+        return int(info.size)
+
+    # Writing
+
+    def open_output(self, location: str, overwrite: bool = False) -> OutputFile:
+        """A binary file to write, visible at `location` only once closed (see `OutputFile`);
+        refuses to replace an existing file unless `overwrite`.
+
+        Metadata, manifest lists and manifests are immutable once a commit may point at them,
+        so clobbering one corrupts the table; the default is the safe one. On local disks the
+        check is atomic (exclusive create). Object stores offer no such primitive through
+        pyarrow, so there the check is best effort: commit atomicity belongs to the catalog.
+        """
+        return self._output(self._resolve(location), overwrite)
+
+    def write_bytes(self, location: str, data: bytes, overwrite: bool = False) -> None:
+        """Write `data` as the whole file, retrying a write that failed for a passing reason.
+
+        A failed attempt may still have committed (the store did it, the answer was lost), so
+        a retry that finds the file does not refuse: it accepts the file if it holds exactly
+        `data`, which is then the write it was asked for, done once."""
+        resolved = self._resolve(location)
+        attempts = 0
+
+        def write() -> None:
+            nonlocal attempts
+            attempts += 1
+            if attempts > 1 and not overwrite and self._holds(resolved, data):
+                return
+            with self._output(resolved, overwrite) as f:
+                f.write(data)
+
+        self.retry.call(write, self._redact, f"write {location}")
+
+    # Listing
+
+    def list_prefix(self, location: str) -> Iterator[ListedFile]:
+        """Every file under the directory `location`, at any depth, as a location spelled
+        with the caller's scheme and authority.
+
+        The prefix is a directory, not a raw key prefix: listing `s3://b/db/t` must never
+        return `s3://b/db/t_backup/...`, since orphan-file removal deletes what it lists
+        (pyarrow lists the key prefix `db/t/`, slash included, and pages through results).
+        A directory that does not exist lists nothing. A failed listing is retried whole, so
+        a file is never listed twice.
+        """
+        resolved = self._resolve(location)
+        path = resolved.path.rstrip("/") or resolved.path
+        selector = pafs.FileSelector(path, recursive=True, allow_not_found=True)
+        infos = self._call(
+            resolved, "cannot list", lambda: resolved.filesystem.get_file_info(selector)
+        )
+        for info in infos:
+            if info.type == pafs.FileType.File:
+                mtime_ns = info.mtime_ns
+                yield ListedFile(
+                    resolved.to_location(info.path),
+                    int(info.size),
+                    None if mtime_ns is None else mtime_ns // 1_000_000,
+                )
+
+    # Deleting
+
+    def delete(self, location: str, missing_ok: bool = False) -> None:
+        """Delete one file. A missing file is an error unless `missing_ok`: expiring snapshots
+        may race with another cleanup, but a caller deleting a file it just listed should know
+        when something else got there first. A retry that finds the file gone counts the
+        earlier attempt as having deleted it."""
+        resolved = self._resolve(location)
+        attempts = 0
+
+        def delete() -> None:
+            nonlocal attempts
+            attempts += 1
+            try:
+                resolved.filesystem.delete_file(resolved.path)
+            except FileNotFoundError:
+                if not missing_ok and attempts == 1:
+                    raise FileError(location, "cannot delete: file not found") from None
+
+        self._call(resolved, "cannot delete", delete)
+
+    def delete_many(
+        self, locations: Iterable[str], threads: int = DELETE_THREADS
+    ) -> dict[str, str]:
+        """Delete every location; returns location -> why, for those still there afterwards
+        (empty when all are gone). A missing file counts as deleted. Nothing is raised for a
+        single file: cleanup after a commit must go on past one that cannot be deleted.
+
+        On S3 keys go in `DeleteObjects` batches of 1,000 (one request instead of 1,000, and
+        no empty "directory" markers left behind); elsewhere `threads` files at a time.
+        """
+        return deletion.delete_many(self, locations, threads)
+
+    # Internals
+
+    def _redact(self, error: BaseException | str) -> str:
+        return self._redactor.redact(str(error))
+
+    def _error(self, location: str, action: str, exc: BaseException) -> FileError:
+        """A FileError for `exc`, never carrying a credential: when the SDK's message held
+        one, the original is not chained either (tracebacks print chained exceptions)."""
+        if isinstance(exc, FileError):
+            return exc
+        text = str(exc)
+        clean = self._redactor.redact(text)
+        error = FileError(location, f"{action}: {clean}")
+        error.__cause__ = exc if clean == text else None
+        error.__suppress_context__ = True
+        return error
+
+    def _call(self, resolved: _Resolved, action: str, operation: Callable[[], T]) -> T:
+        location = resolved.location.location
+        try:
+            return self.retry.call(operation, self._redact, f"{action} {location}")
+        except FileNotFoundError:
+            raise FileError(location, "file not found") from None
+        except OSError as exc:
+            raise self._error(location, action, exc) from None
+
+    def _info(self, resolved: _Resolved) -> pafs.FileInfo:
+        return self._call(
+            resolved, "cannot stat", lambda: resolved.filesystem.get_file_info(resolved.path)
+        )
+
+    def _holds(self, resolved: _Resolved, data: bytes) -> bool:
+        """Whether the file exists with exactly `data` in it."""
+        info = self._info(resolved)
+        if info.type != pafs.FileType.File or info.size != len(data):
+            return False
+        return self.read_bytes(resolved.location.location) == data
+
+    def _output(self, resolved: _Resolved, overwrite: bool) -> OutputFile:
+        location, filesystem, path = resolved.location.location, resolved.filesystem, resolved.path
+
+        def fail(action: str, exc: BaseException) -> Exception:
+            return self._error(location, action, exc)
+
+        if resolved.location.store is Store.LOCAL:
+            try:
+                os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+                if overwrite:
+                    stream = filesystem.open_output_stream(path)
+                else:
+                    stream = pa.PythonFile(open(path, "xb"), mode="w")  # noqa: SIM115
+            except FileExistsError:
+                raise FileError(location, "already exists; refusing to overwrite it") from None
+            except OSError as exc:
+                raise self._error(location, "cannot open for writing", exc) from None
+            return OutputFile(lambda: stream, self._discarder(resolved), fail, open_now=True)
+        if not overwrite and self._info(resolved).type != pafs.FileType.NotFound:
+            raise FileError(location, "already exists; refusing to overwrite it")
+        return OutputFile(
+            lambda: filesystem.open_output_stream(path), self._discarder(resolved), fail
+        )
+
+    def _discarder(self, resolved: _Resolved) -> Callable[[pa.NativeFile, bool], None]:
+        """How to undo an output stream that sent parts (see `OutputFile`): on S3, abort the
+        multipart upload, after which pyarrow's close cannot complete it; elsewhere close and
+        delete what that committed. After a failed close only the upload needs aborting."""
+        parsed = resolved.location
+
+        def discard(stream: pa.NativeFile, close_failed: bool) -> None:
+            if parsed.store is Store.S3 and s3client.available():
+                self._s3_client().abort_uploads(parsed.bucket, parsed.key)
+            if close_failed and parsed.store is not Store.LOCAL:
+                return
+            try:
+                stream.close()
+            except Exception:
+                if parsed.store is not Store.LOCAL:
+                    return  # nothing was committed
+            with contextlib.suppress(FileNotFoundError):
+                resolved.filesystem.delete_file(resolved.path)
+
+        return discard
+
+    def _s3_client(self) -> s3client.S3Client:
+        with self._lock:
+            if self._s3 is None:
+                self._s3 = s3client.S3Client(self.properties, self.retry)
+            return self._s3
+
+    def _resolve(self, location: str) -> _Resolved:
+        parsed = parse(location)
+        key = parsed.filesystem_key
+        with self._lock:
+            filesystem = self._filesystems.get(key)
+            if filesystem is None:
+                try:
+                    filesystem = filesystems.build(parsed, self.properties, self.retry.sdk_attempts)
+                except (OSError, ValueError) as exc:
+                    # libhdfs lists every JVM path it tried; the first line says what failed.
+                    problem = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+                    scheme, _, rest = location.partition("://")
+                    where = f"{scheme}://{rest.partition('/')[0]}"
+                    raise self._error(where, "cannot connect", ValueError(problem)) from None
+                self._filesystems[key] = filesystem
+        return _Resolved(parsed, filesystem)
