@@ -36,6 +36,7 @@ from typing import Any
 import duckdb
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
 
 from icecore.catalog import SqlCatalog
 from icecore.spec.manifest import FileContent
@@ -43,7 +44,7 @@ from icecore.table import Table
 from spark_jobs.common.session import configure
 from spark_jobs.convert_equality_deletes import run as convert_equality_deletes
 from spark_jobs.ingest import run as ingest
-from spark_jobs.reading.file_ids import uri_rows
+from spark_jobs.reading.parquet_files import PerFile, read_parquet
 from spark_jobs.rewrite_data_files import run as compact
 from spark_jobs.schema import conform, quoted, spark_schema
 from spark_jobs.specs.jobs import (
@@ -51,17 +52,28 @@ from spark_jobs.specs.jobs import (
     IngestOptions,
     RewriteDataFilesOptions,
 )
-from spark_jobs.writing.files import (
-    POSITION_DELETE_SCHEMA,
-    FileSet,
-    RunFiles,
-    parquet_options,
-)
+from spark_jobs.writing.files import POSITION_DELETE_SCHEMA, FileSet, RunFiles
 from spark_jobs.writing.layout import PartitionLayout
 from spark_jobs.writing.metrics import MetricsConfig
 
 TABLE = "bench.t"
 COMMITS = 4
+
+# The baseline's Spark Parquet writer, told what the table's properties say (Iceberg's
+# property -> Spark's option, Iceberg's default).
+_SPARK_PARQUET_OPTIONS = {
+    "write.parquet.compression-codec": ("compression", "zstd"),
+    "write.parquet.row-group-size-bytes": ("parquet.block.size", str(128 * 1024 * 1024)),
+    "write.parquet.page-size-bytes": ("parquet.page.size", str(1024 * 1024)),
+    "write.parquet.dict-size-bytes": ("parquet.dictionary.page.size", str(2 * 1024 * 1024)),
+}
+
+
+def parquet_options(properties: dict[str, str]) -> dict[str, str]:
+    options = {"mapreduce.fileoutputcommitter.marksuccessfuljobs": "false"}
+    for prop, (option, default) in _SPARK_PARQUET_OPTIONS.items():
+        options[option] = properties.get(prop, default).lower()
+    return options
 
 
 def _log(message: str) -> None:
@@ -86,22 +98,18 @@ def _position_deletes(spark: SparkSession, table: Table) -> int:
     """Delete every row at a position 3 mod 10 of every data file (10% of the rows)."""
     metadata = table.metadata
     schema, spec = metadata.schema(), metadata.spec()
-    files = [t.file.file_path for t in _data_tasks(table)]
-    raw = (
-        spark.read.schema(spark_schema(schema.fields))
-        .option("recursiveFileLookup", "true")
-        .parquet(*files)
-    )
-    mapping = spark.createDataFrame(
-        uri_rows(raw, files, {p: (p,) for p in files}), "_uri string, file_path string"
+    files = [(t.file.file_path, t.file.file_size_in_bytes) for t in _data_tasks(table)]
+    raw = read_parquet(
+        spark,
+        files,
+        schema.fields,
+        table.io.properties,
+        per_file=PerFile([("file_path", T.StringType())], {p: (p,) for p, _ in files}),
+        position_column="pos",
     )
     layout = PartitionLayout(spec, schema, ("file_path", "pos"))
-    rows = raw.select(
-        *(F.col(quoted(f.name)) for f in schema.fields),
-        F.col("_metadata.file_path").alias("_uri"),
-        F.col("_metadata.row_index").alias("pos"),
-    ).filter(F.col("pos") % 10 == 3)
-    rows = layout.with_partition_columns(rows).join(F.broadcast(mapping), "_uri")
+    rows = raw.filter(F.col("pos") % 10 == 3)
+    rows = layout.with_partition_columns(rows)
     deletes = rows.select("file_path", "pos", *(F.col(quoted(n)) for n in layout.names))
     deletes = deletes.select(
         *conform(deletes.schema, POSITION_DELETE_SCHEMA.fields),
@@ -109,7 +117,7 @@ def _position_deletes(spark: SparkSession, table: Table) -> int:
     )
     deletes = deletes.repartition(*(F.col(quoted(n)) for n in layout.names))
     deletes = deletes.sortWithinPartitions(*layout.names, "file_path", "pos")
-    run = RunFiles(spark, table.io, metadata, "bench-deletes")
+    run = RunFiles(table.io, metadata, "bench-deletes")
     file_set = FileSet(
         "position-deletes",
         FileContent.POSITION_DELETES,

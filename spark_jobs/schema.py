@@ -1,17 +1,14 @@
 """Iceberg schemas as Spark schemas and back, and how a source's columns meet a table's.
 
-Data files are read by Parquet field id, never by name (a renamed column keeps its id, a
-dropped and re-added one gets a new id), so every Spark field we write carries its Iceberg id
-in the StructField metadata key `parquet.field.id`, which Spark writes into the Parquet schema
-when `spark.sql.parquet.fieldId.write.enabled` is on (Spark 3.3+).
+Table files are read and written by Parquet field id, never by name (a renamed column keeps
+its id, a dropped and re-added one gets a new id); every Spark field carries its Iceberg id in
+the StructField metadata key `parquet.field.id`.
 
-Spark's Parquet writer fixes the physical types, so some Iceberg types cannot be written by
-it: `uuid` (needs FIXED_LEN_BYTE_ARRAY(16) with the UUID logical type), `fixed[L]`
-(FIXED_LEN_BYTE_ARRAY(L)), `time` (INT64 TIME(MICROS)), and lists and maps (Spark gives their
-element, key and value fields no field ids). Inside Spark such columns travel as the nearest
-Spark type (uuid and fixed as binary, time as microseconds since midnight in a long, lists and
-maps as arrays and maps), and `needs_arrow_writer` tells the writers to produce the files with
-pyarrow instead (`spark_jobs.writing.arrow_files`), which writes Iceberg's physical types.
+Inside Spark, Iceberg types Spark lacks travel as the nearest Spark type: `uuid` and
+`fixed[L]` as binary, `time` as microseconds since midnight in a long, lists and maps as
+arrays and maps. The writers (`spark_jobs.writing.arrow_files`) turn them back into Iceberg's
+physical types (FIXED_LEN_BYTE_ARRAY(16) with the UUID logical type, FIXED_LEN_BYTE_ARRAY(L),
+INT64 TIME(MICROS), field ids on element, key and value fields).
 
 Spark cannot even infer the schema of a Parquet source holding uuid or time columns, so such
 sources are read with a schema built from their footer (`arrow_source_schema`); the Iceberg
@@ -106,9 +103,9 @@ def spark_type(t: IcebergType, where: str = "") -> T.DataType:
     return found
 
 
-def needs_arrow_writer(fields: Sequence[NestedField]) -> bool:
-    """Whether files of these fields must be written with pyarrow: some field, at any depth,
-    is a uuid, fixed, time, list or map, which Spark's Parquet writer cannot produce."""
+def _spark_lacks(fields: Sequence[NestedField]) -> bool:
+    """Whether some field, at any depth, is a uuid, fixed, time, list or map: types Spark
+    cannot infer from a Parquet file or writes differently."""
 
     def arrow_only(t: IcebergType) -> bool:
         if isinstance(t, _ARROW_ONLY):
@@ -241,7 +238,7 @@ def arrow_source_schema(schema: pa.Schema) -> T.StructType | None:
     it travels as, its Iceberg type in the metadata. None when Spark's own inference is right.
     """
     types = [(f, arrow_iceberg_type(f.type, f.name)) for f in schema]
-    if not needs_arrow_writer([NestedField(0, f.name, t) for f, t in types]):
+    if not _spark_lacks([NestedField(0, f.name, t) for f, t in types]):
         return None
     return T.StructType(
         [

@@ -23,6 +23,7 @@ from collections.abc import Iterator, Mapping
 from importlib import resources
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import jsonschema
 import pytest
@@ -74,7 +75,7 @@ SHARED_AIRFLOW_ENV = (
     "AIRFLOW_CONN_ICEBERG_DEFAULT",
     "PYSPARK_PYTHON",
 )
-ICEBERG_EXTRAS = {"uri", "catalog_name", "warehouse"}
+ICEBERG_EXTRAS = {"uri", "catalog_name", "warehouse", "properties"}
 # What PySpark's Python workers import (pandas UDFs, Avro, catalog access).
 EXECUTOR_IMPORTS = {"pyarrow", "fastavro", "sqlalchemy", "numpy", "pandas", "psycopg2-binary"}
 
@@ -202,7 +203,9 @@ def test_dockerfile_base_images_are_pinned(compose: dict[str, Any]) -> None:
         assert tag != "latest" and re.match(r"^\d+\.\d+\.\d+", tag), f"{path}: FROM tag {tag}"
     for name, service in compose["services"].items():
         tag = image_tag(service["image"])
-        assert tag != "latest" and re.match(r"^\d+", tag), f"{name}: image {service['image']}"
+        # A version, or a dated release (MinIO: RELEASE.2025-09-07T16-13-09Z).
+        pinned = re.match(r"^(\d+|RELEASE\.\d{4}-\d{2}-\d{2}T)", tag)
+        assert tag != "latest" and pinned, f"{name}: image {service['image']}"
 
 
 def python_minor(tag: str) -> str:
@@ -393,17 +396,24 @@ def test_dags_and_plugins_mounts_are_the_configured_folders(compose: dict[str, A
             assert (REPO / folder).is_dir(), f"{folder}/ is missing from the repository"
 
 
-def test_warehouse_is_one_volume_at_one_path_everywhere(compose: dict[str, Any]) -> None:
-    warehouse = connection(airflow_services(compose)["scheduler"], "iceberg_default")["extra"][
-        "warehouse"
-    ]
-    services = [*airflow_services(compose).values(), *spark_services(compose).values()]
-    for service in services:
-        sources = {source for source, target in mounts(service) if target == warehouse}
-        assert len(sources) == 1, f"{service['name']}: nothing mounted at {warehouse}"
-        assert not is_bind(sources.pop())
-    volumes = {s for svc in services for s, t in mounts(svc) if t == warehouse}
-    assert len(volumes) == 1, f"different volumes at {warehouse}: {volumes}"
+def test_warehouse_is_a_bucket_of_the_compose_object_store(compose: dict[str, Any]) -> None:
+    """Tables live on the S3-compatible `minio` service, reached with the connection's own
+    properties (no Hadoop S3 connector anywhere); the init service creates the bucket."""
+    extra = connection(airflow_services(compose)["scheduler"], "iceberg_default")["extra"]
+    assert extra["warehouse"].startswith("s3://")
+    properties = extra["properties"]
+    endpoint = urlsplit(properties["s3.endpoint"])
+    store = compose["services"][endpoint.hostname]
+    assert str(endpoint.port) in " ".join(command_list(store)) or endpoint.port == 9000
+    store_env = environment(store)
+    assert properties["s3.access-key-id"] == store_env["MINIO_ROOT_USER"]
+    assert properties["s3.secret-access-key"] == store_env["MINIO_ROOT_PASSWORD"]
+    assert properties["s3.path-style-access"] == "true"
+    init = airflow_services(compose)["init"]
+    assert depends_on(init).get(endpoint.hostname) == "service_healthy"
+    assert "create_bucket" in " ".join(command_list(init))
+    for service in [*airflow_services(compose).values(), *spark_services(compose).values()]:
+        assert "hadoop-aws" not in json.dumps(service), service["name"]
 
 
 def test_iceberg_connection_names_the_catalog_database(compose: dict[str, Any]) -> None:

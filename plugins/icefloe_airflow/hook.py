@@ -25,8 +25,9 @@ from airflow.sdk import BaseHook
 from sqlalchemy.engine import make_url
 
 from icecore.catalog import Catalog, SqlCatalog, catalog_from_settings
+from icecore.io.properties import is_secret
 from icefloe_airflow.state import MaintenanceStore
-from spark_jobs.specs.argv import CATALOG_URI_ENV  # the jobs read the URI from it
+from spark_jobs.specs.argv import CATALOG_PROPERTIES_ENV, CATALOG_URI_ENV
 
 if TYPE_CHECKING:
     from icecore.table import Table
@@ -124,13 +125,19 @@ class IcebergHook(BaseHook):
         if settings.warehouse:
             args += ["--warehouse", settings.warehouse]
         for key, value in settings.properties.items():
-            args += ["--catalog-property", f"{key}={value}"]
+            if not is_secret(key):
+                args += ["--catalog-property", f"{key}={value}"]
         return args
 
     def job_env(self) -> dict[str, str]:
-        """Environment for a job run with `job_args(include_uri=False)`."""
-        uri = self.settings().uri
-        return {CATALOG_URI_ENV: uri} if uri else {}
+        """Environment for a job run with `job_args(include_uri=False)`: the URI and the
+        credential properties, which never go on a command line."""
+        settings = self.settings()
+        env = {CATALOG_URI_ENV: settings.uri} if settings.uri else {}
+        secrets = {k: v for k, v in settings.properties.items() if is_secret(k)}
+        if secrets:
+            env[CATALOG_PROPERTIES_ENV] = json.dumps(secrets)
+        return env
 
     def get_conn(self) -> Catalog:
         return self.get_catalog()

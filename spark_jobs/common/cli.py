@@ -9,7 +9,9 @@ declaration (`spark_jobs.specs.argv`), the catalog options every job shares from
 `CatalogArgs`: `--catalog-uri` (default: `$ICEFLOE_CATALOG_URI`, else the SQLite file
 `catalog.db` in the warehouse; the variable keeps a password off the command line, which
 process listings and scheduler logs show), `--catalog-property K=V` (repeatable, e.g. FileIO's
-`s3.endpoint`), `--catalog-name` and `--warehouse`.
+`s3.endpoint`; credentials such as `s3.secret-access-key` belong in
+`$ICEFLOE_CATALOG_PROPERTIES`, a JSON object, for the same reason), `--catalog-name` and
+`--warehouse`.
 
 Order of work: the options are parsed and checked first (a bad value exits 2 with one line
 naming the flag, and no Spark JVM is ever started), then the catalog is opened, then the
@@ -40,7 +42,13 @@ from typing import Any, TextIO
 from icecore.catalog import Catalog, catalog_from_settings
 from icecore.errors import IcecoreError
 from spark_jobs.common.errors import JobError
-from spark_jobs.specs.argv import CATALOG_URI_ENV, RESULT_FILE_ENV, CatalogArgs, parse_job_args
+from spark_jobs.specs.argv import (
+    CATALOG_PROPERTIES_ENV,
+    CATALOG_URI_ENV,
+    RESULT_FILE_ENV,
+    CatalogArgs,
+    parse_job_args,
+)
 from spark_jobs.specs.jobs import JOBS
 from spark_jobs.specs.options import OptionError
 
@@ -56,9 +64,23 @@ def open_catalog(args: CatalogArgs) -> Catalog:
         raise JobError(
             f"give --warehouse (SQLite catalog in it), --catalog-uri or ${CATALOG_URI_ENV}"
         )
+    properties = {**_environment_properties(), **args.properties}
     return catalog_from_settings(
-        uri=uri, name=args.name, warehouse=args.warehouse, properties=args.properties
+        uri=uri, name=args.name, warehouse=args.warehouse, properties=properties
     )
+
+
+def _environment_properties() -> dict[str, str]:
+    raw = os.environ.get(CATALOG_PROPERTIES_ENV)
+    if not raw:
+        return {}
+    try:
+        properties = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise JobError(f"${CATALOG_PROPERTIES_ENV} is not a JSON object: {exc}") from None
+    if not isinstance(properties, dict):
+        raise JobError(f"${CATALOG_PROPERTIES_ENV} is not a JSON object")
+    return {str(k): str(v) for k, v in properties.items()}
 
 
 def one_line(exc: BaseException) -> str:

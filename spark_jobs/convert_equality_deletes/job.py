@@ -38,6 +38,7 @@ from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
 
 from icecore.catalog import Catalog
 from icecore.spec.manifest import DataFile, FileContent
@@ -47,7 +48,6 @@ from spark_jobs.committing.rewrite import DeleteRewrite
 from spark_jobs.common.errors import JobError
 from spark_jobs.common.progress import size
 from spark_jobs.common.session import configure
-from spark_jobs.reading.file_ids import URI, checked, field_struct, local_frame, uri_rows
 from spark_jobs.reading.live_files import (
     LiveDelete,
     LiveState,
@@ -57,6 +57,7 @@ from spark_jobs.reading.live_files import (
     top_level_fields,
 )
 from spark_jobs.reading.live_rows import BROADCAST_DELETE_ROWS
+from spark_jobs.reading.parquet_files import PerFile, read_parquet
 from spark_jobs.schema import quoted
 from spark_jobs.specs.jobs import ConvertEqualityDeletesOptions
 from spark_jobs.writing.files import RunFiles
@@ -123,7 +124,7 @@ def convert_once(spark: SparkSession, table: Table) -> dict[str, Any]:
         size(sum(state.data_by_path[p].file.file_size_in_bytes for p in targets)),
         table.name,
     )
-    files = RunFiles(spark, table.io, table.metadata, "convert-eq-deletes")
+    files = RunFiles(table.io, table.metadata, "convert-eq-deletes")
     with cleanup_on_failure(table, files, committed=lambda: False, uncommitted=list):
         if used:
             positions = _matches(spark, table, state, used, group_of_data)
@@ -187,7 +188,8 @@ def _matches(
     Most data rows match no key, so the per-row work is kept to the key probe: the delete
     keys are made unique first (each with the list of (sequence number, groups) of the
     deletes holding it), so every data row matches at most once and needs no `distinct`;
-    only the matched rows are looked up by file and checked against that list. Required
+    only the matched rows are checked against that list, with the sequence number and group
+    of their file, which the task reading the file attached to each row. Required
     key columns join on plain equality, which Spark hashes directly; optional ones
     null-safely, which costs an extra null flag per key."""
     schema = table.metadata.schema()
@@ -199,57 +201,54 @@ def _matches(
         scope[d.file.file_path].update(
             group_of_data[t.file.file_path] for t in state.applies[d.file.file_path]
         )
-    # Per file: the manifest's path (data files), data sequence number, group (data files)
-    # or groups (deletes).
-    values: dict[str, tuple[Any, ...]] = {}
-    for d in used:
-        values[d.file.file_path] = (None, d.sequence_number, None, sorted(scope[d.file.file_path]))
-    for path, group in group_of_data.items():
-        values[path] = (path, state.data_by_path[path].data_sequence_number, group, None)
-    scans = []
-    spelled: dict[str, tuple[Any, ...]] = {}  # Spark's spellings of every file read
+    io = table.io.properties
+    frames = []
     for eq_ids, deletes in sorted(by_ids.items()):
         if not eq_ids:
             raise JobError(f"equality delete {deletes[0].file.file_path} has no equality ids")
         fields = top_level_fields(schema, eq_ids, deletes[0].file.file_path)
-        delete_paths = [d.file.file_path for d in deletes]
-        data_paths = sorted(
-            {t.file.file_path for d in deletes for t in state.applies[d.file.file_path]}
-        )
-        raws = []
-        for paths in (delete_paths, data_paths):
-            raw = spark.read.schema(field_struct(fields)).parquet(*paths)
-            spelled.update((row[0], row[1:]) for row in uri_rows(raw, paths, values))
-            raws.append(raw)
-        rows = sum(d.file.record_count for d in deletes)
-        scans.append((fields, raws[0], raws[1], rows))
-    # One lookup for every scan: a broadcast, even of a local table, is a Spark job.
-    lookup = F.broadcast(
-        local_frame(
-            spark,
-            [(uri, *v) for uri, v in spelled.items()],
-            [
-                (URI, "string"),
-                (_PATH, "string"),
-                (_SEQ, "long"),
-                (GROUP, "int"),
-                (_SCOPE, "array<int>"),
-            ],
-        )
-    )
-    frames = []
-    for fields, delete_raw, data_raw, delete_rows in scans:
         dk = [f"_dk{n}" for n in range(len(fields))]
         rk = [f"_rk{n}" for n in range(len(fields))]
+        delete_rows = read_parquet(
+            spark,
+            [(d.file.file_path, d.file.file_size_in_bytes) for d in deletes],
+            fields,
+            io,
+            per_file=PerFile(
+                [(_DEL_SEQ, T.LongType()), (_SCOPE, T.ArrayType(T.IntegerType()))],
+                {
+                    d.file.file_path: (d.sequence_number, sorted(scope[d.file.file_path]))
+                    for d in deletes
+                },
+            ),
+        )
         keys = (
-            _keys(delete_raw, fields, dk)
-            .join(lookup, URI, "left")
-            .select(*dk, F.struct(checked(_SEQ).alias(_DEL_SEQ), _SCOPE).alias(_BY))
+            delete_rows.select(
+                *(F.col(quoted(f.name)).alias(k) for f, k in zip(fields, dk, strict=True)),
+                F.struct(_DEL_SEQ, _SCOPE).alias(_BY),
+            )
             .groupBy(*dk)
             .agg(F.collect_list(_BY).alias(_BY))
         )
-        if delete_rows <= BROADCAST_DELETE_ROWS:
+        if sum(d.file.record_count for d in deletes) <= BROADCAST_DELETE_ROWS:
             keys = F.broadcast(keys)  # the data rows are then never shuffled
+        data_files = sorted(
+            {t.file.file_path for d in deletes for t in state.applies[d.file.file_path]}
+        )
+        data_rows = read_parquet(
+            spark,
+            [(p, state.data_by_path[p].file.file_size_in_bytes) for p in data_files],
+            fields,
+            io,
+            per_file=PerFile(
+                [(_PATH, T.StringType()), (_SEQ, T.LongType()), (GROUP, T.IntegerType())],
+                {
+                    p: (p, state.data_by_path[p].data_sequence_number, group_of_data[p])
+                    for p in data_files
+                },
+            ),
+            position_column=_POS,
+        )
         same = reduce(
             lambda a, b: a & b,
             [
@@ -257,34 +256,23 @@ def _matches(
                 for f, r, d in zip(fields, rk, dk, strict=True)
             ],
         )
-        matched = (
-            _keys(data_raw, fields, rk)
-            .withColumn(_POS, F.col("_metadata.row_index"))
-            .join(keys, same, "inner")
-            .select(URI, _POS, _BY)
-            .join(lookup, URI, "left")
-        )
+        matched = data_rows.select(
+            *(F.col(quoted(f.name)).alias(r) for f, r in zip(fields, rk, strict=True)),
+            _PATH,
+            _SEQ,
+            GROUP,
+            _POS,
+        ).join(keys, same, "inner")
         applies = F.exists(
             _BY,
             lambda d: (d[_DEL_SEQ] > F.col(_SEQ)) & F.array_contains(d[_SCOPE], F.col(GROUP)),
         )
-        # Checked before filtering: a row of a file the lookup lacks must fail, not vanish.
         frames.append(
-            matched.select(
-                checked(_PATH).alias("file_path"), F.col(_POS).alias("pos"), GROUP, _SEQ, _BY
+            matched.where(applies).select(
+                F.col(_PATH).alias("file_path"), F.col(_POS).alias("pos"), GROUP
             )
-            .where(applies)
-            .select("file_path", "pos", GROUP)
         )
     return reduce(DataFrame.unionByName, frames)
-
-
-def _keys(raw: DataFrame, fields: list[Any], aliases: list[str]) -> DataFrame:
-    """The key columns (read by field id) as `aliases`, and Spark's URI of the file."""
-    return raw.select(
-        *(F.col(quoted(f.name)).alias(a) for f, a in zip(fields, aliases, strict=True)),
-        F.col("_metadata.file_path").alias(URI),
-    )
 
 
 def _commit(

@@ -4,6 +4,12 @@ The driver lists the top of the tree itself, directory level by directory level,
 `depth` levels; the directories it reached are then listed recursively as a Spark job, one
 task per directory, each executor with its own `FileIO` (built from the catalog's properties).
 With fewer directories than `parallel_threshold` everything is listed on the driver.
+
+Object stores (S3, GCS, Azure Blob) have no directories, only keys: a walk level by level
+costs a request per "directory" and depends on the store synthesizing them (not every
+S3-compatible store or emulator does). There the driver lists the prefix flat instead, a
+thousand keys a request, pages followed.
+
 Locations come back spelled with the caller's scheme and authority, which is what makes them
 comparable with the ones the metadata holds.
 """
@@ -16,10 +22,12 @@ from dataclasses import dataclass
 from pyarrow import fs as pafs
 from pyspark.sql import SparkSession
 
-from icecore.catalog.locations import location_key
+from icecore.catalog.locations import Key, location_key
 from icecore.errors import FileError
 from icecore.io import FileIO, ListedFile
+from icecore.io.locations import Store, parse
 
+_OBJECT_STORES = frozenset({Store.S3, Store.GCS, Store.AZURE})
 DEFAULT_DEPTH = 2
 DEFAULT_PARALLEL_THRESHOLD = 8
 
@@ -62,6 +70,12 @@ def _list_partition(
     return run
 
 
+def _under(location: str, directory: Key) -> bool:
+    scheme, authority, path = location_key(location)
+    root = directory[2].rstrip("/")
+    return (scheme, authority) == directory[:2] and (path == root or path.startswith(root + "/"))
+
+
 def list_files(
     spark: SparkSession | None,
     io: FileIO,
@@ -75,6 +89,11 @@ def list_files(
     the driver reaches are not descended into (another table's trees: listing them is
     wasted work; callers still filter, since executors list whole subtrees)."""
     skipped = {location_key(s) for s in skip}
+    if parse(location).store in _OBJECT_STORES:
+        listed = [
+            f for f in io.list_prefix(location) if not any(_under(f.location, s) for s in skipped)
+        ]
+        return Listing(listed, 0)
     files: list[ListedFile] = []
     frontier = [location]
     for _ in range(depth):

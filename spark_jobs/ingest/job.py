@@ -48,12 +48,10 @@ from spark_jobs.ingest.source import (
 )
 from spark_jobs.ingest.table_setup import add_columns, create_table, unpartitioned_spec
 from spark_jobs.schema import (
-    FIELD_ID_KEY,
     conform,
     fresh_schema,
     plan_columns,
     quote_name,
-    spark_type,
 )
 from spark_jobs.specs.jobs import IngestOptions
 from spark_jobs.writing.files import (
@@ -101,7 +99,7 @@ def run(
     keys = _keys(table, options, frame)
     result["columns_added"] = _check_columns(table, options, frame, keys, ignored)
 
-    run = RunFiles(spark, table.io, table.metadata, "ingest", catalog.properties)
+    run = RunFiles(table.io, table.metadata, "ingest", catalog.properties)
     try:
         if options.mode in KEYED_MODES:
             result.update(_write_changes(spark, table, run, options, frame=frame, keys=keys))
@@ -315,19 +313,14 @@ def _write_written_rows(
     data_files = run.write(ordered.select(*columns), file_set, rows_per_file(metadata))
     if not batch.superseded:
         return
-    key_fields = [
-        T.StructField(k, spark_type(f.field_type, k), True, {FIELD_ID_KEY: f.field_id})
-        for k in keys
-        for f in (schema.find_field(k),)
-    ]
-    part_fields = [rows.schema[n] for n in layout.names]
     positions = superseded_positions(
         spark,
         rows,
         data_files=data_files,
-        rows_location=run.location_of(file_set),
-        key_fields=key_fields,
-        partition_fields=part_fields,
+        schema=schema,
+        keys=keys,
+        layout=layout,
+        io_properties=run.io_properties,
     )
     names = [quote_name(n) for n in layout.names]
     positions = positions.repartition(*names) if names else positions.repartition(1)

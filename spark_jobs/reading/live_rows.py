@@ -1,12 +1,12 @@
 """The live rows of file groups, every position and equality delete applied, in Spark.
 
-    live = LiveRows(spark, table_schema, groups, delete_sequence_numbers)
+    live = LiveRows(spark, table_schema, groups, delete_sequence_numbers, io_properties)
     frame = live.of_group(group)  # the table's columns of the group's live rows
 
-Data files are read by Parquet field id with the table's current schema (columns added later
-read null), each row with its file's integer id and data sequence number (from
-`_metadata.file_path`, see `file_ids`) and its position in the file
-(`_metadata.row_index`). The delete rules are the spec's:
+Data and delete files are read through the table's FileIO (`parquet_files`) by Parquet field
+id with the table's current schema (columns added later read null), each row with its file's
+integer id, data sequence number and group (attached by the task reading the file) and its
+position in the file. The delete rules are the spec's:
 
 - a position delete `(file_path, pos)` removes row `pos` of that file when the planner paired
   the delete file with the data file (same partition, delete sequence number >= the data
@@ -15,12 +15,11 @@ read null), each row with its file's integer id and data sequence number (from
   number whose equality columns equal the delete row's, null equal to null, when the delete
   file applies to the file's (spec, partition): it is one of the group's delete files.
 
-Every group of a write shares one broadcast of each kind of delete and one of the file
-lookup (URI -> file id, data sequence number, group), so a write runs a fixed number of
-Spark jobs however many groups it holds (every broadcast is a job, even of a local table).
-The only work per data row is hash look-ups: its file, then position deletes as one long
-key, file id << 40 | position, and equality deletes by their key columns, where only a key
-that matches evaluates the sequence number and group conditions. No Python runs per row.
+Every group of a write shares one broadcast of each kind of delete, so a write runs a fixed
+number of Spark jobs however many groups it holds (every broadcast is a job, even of a local
+table). The only work per data row is hash look-ups: position deletes as one long key, file
+id << 40 | position, and equality deletes by their key columns, where only a key that
+matches evaluates the sequence number and group conditions. No Python runs per row.
 Beyond `BROADCAST_DELETE_ROWS` delete rows, Spark's own join strategy (a shuffle) is used
 instead of a broadcast.
 """
@@ -39,10 +38,12 @@ from pyspark.sql import types as T
 from icecore.scan import FileScanTask
 from icecore.spec.manifest import DataFile, FileContent
 from icecore.spec.schema import Schema
+from icecore.spec.types import NestedField
 from spark_jobs.common.errors import JobError
-from spark_jobs.reading.file_ids import URI, checked, local_frame, uri_rows
 from spark_jobs.reading.live_files import top_level_fields
-from spark_jobs.schema import quoted, spark_schema
+from spark_jobs.reading.local_frames import local_frame
+from spark_jobs.reading.parquet_files import PerFile, read_parquet
+from spark_jobs.schema import quoted
 from spark_jobs.writing.files import DELETE_FILE_PATH, DELETE_POS
 
 # Delete rows up to this many are broadcast to the data rows' tasks: the data is then never
@@ -66,11 +67,6 @@ _ID, _SEQ, _POS, _GROUP = "_cmp_id", "_cmp_seq", "_cmp_pos", "_cmp_group"
 _DEL_ID, _DEL_SEQ, _DEL_GROUPS, _DEL_KEY = "_cmp_del_id", "_cmp_del_seq", "_cmp_groups", "_cmp_dk"
 
 
-def _read(spark: SparkSession, schema: T.StructType, paths: Sequence[str]) -> DataFrame:
-    # No partition discovery: files of several partition directories are read together.
-    return spark.read.schema(schema).option("recursiveFileLookup", "true").parquet(*paths)
-
-
 def _row_key(file_id: Column, pos: Column) -> Column:
     return F.shiftleft(file_id.cast("long"), POSITION_BITS).bitwiseOR(pos.cast("long"))
 
@@ -88,10 +84,11 @@ class LiveRows:
         table_schema: Schema,
         groups: Sequence[TaskGroup],
         delete_sequence_numbers: Mapping[str, int],
+        io_properties: Mapping[str, str],
     ) -> None:
         self.spark = spark
         self.schema = table_schema
-        self.read_schema = spark_schema(table_schema.fields)
+        self.io_properties = dict(io_properties)
         tasks = [t for g in groups for t in g.tasks]
         if len(tasks) >= 2 ** (63 - POSITION_BITS):
             raise JobError(f"{len(tasks)} data files are too many for one write")
@@ -112,7 +109,6 @@ class LiveRows:
         self.pairs = [
             (p, t.file.file_path) for g in groups for t in g.tasks for p in _paths(t.deletes)
         ]
-        self._lookup: DataFrame | None = None
         self._positions: DataFrame | None = None
         self._equality: dict[tuple[int, ...], DataFrame] = {}
 
@@ -120,21 +116,16 @@ class LiveRows:
 
     def of_group(self, group: TaskGroup) -> DataFrame:
         """The table schema's columns of the group's live rows."""
-        paths = [t.file.file_path for t in group.tasks]
-        raw = _read(self.spark, self.read_schema, paths)
+        files = [(t.file.file_path, t.file.file_size_in_bytes) for t in group.tasks]
         columns = [F.col(quoted(f.name)) for f in self.schema.fields]
         deletes = group.delete_files
         if not deletes:
-            return raw.select(*columns)
-        rows = (
-            raw.select(
-                *columns,
-                F.col("_metadata.file_path").alias(URI),
-                F.col("_metadata.row_index").alias(_POS),
-            )
-            .join(self._data_lookup(), URI, "left")
-            .select(*columns, checked(_ID).alias(_ID), _SEQ, _POS, _GROUP)
+            return self._read(files, self.schema.fields).select(*columns)
+        per_file = PerFile(
+            [(_ID, T.IntegerType()), (_SEQ, T.LongType()), (_GROUP, T.IntegerType())],
+            self.file_values,
         )
+        rows = self._read(files, self.schema.fields, per_file, position=_POS)
         if any(d.content == FileContent.POSITION_DELETES for d in deletes):
             positions = self._position_keys()
             rows = rows.join(
@@ -151,20 +142,24 @@ class LiveRows:
             rows = self._apply_equality(rows, ids)
         return rows.select(*columns)
 
-    def _data_lookup(self) -> DataFrame:
-        """(Spark's URI, file id, data sequence number, group) of every data file: one
-        broadcast for every group (a broadcast, even of a local table, is a Spark job)."""
-        if self._lookup is None:
-            paths = list(self.file_values)
-            raw = _read(self.spark, T.StructType([]), paths)
-            self._lookup = F.broadcast(
-                local_frame(
-                    self.spark,
-                    uri_rows(raw, paths, self.file_values),
-                    [(URI, "string"), (_ID, "int"), (_SEQ, "long"), (_GROUP, "int")],
-                )
-            )
-        return self._lookup
+    def _read(
+        self,
+        files: Sequence[tuple[str, int]],
+        fields: Sequence[NestedField],
+        per_file: PerFile | None = None,
+        position: str | None = None,
+    ) -> DataFrame:
+        return read_parquet(
+            self.spark,
+            files,
+            fields,
+            self.io_properties,
+            per_file=per_file,
+            position_column=position,
+        )
+
+    def _sized(self, paths: Sequence[str]) -> list[tuple[str, int]]:
+        return [(p, self.deletes[p].file_size_in_bytes) for p in paths]
 
     # The delete side, built once per write ---------------------------------------------------
 
@@ -174,11 +169,10 @@ class LiveRows:
             return self._positions
         files = [p for p, d in self.deletes.items() if d.content == FileContent.POSITION_DELETES]
         ids = {p: i for i, p in enumerate(files)}
-        raw = _read(self.spark, spark_schema((DELETE_FILE_PATH, DELETE_POS)), files)
-        lookup = local_frame(
-            self.spark,
-            uri_rows(raw, files, {p: (ids[p],) for p in files}),
-            [(URI, "string"), (_DEL_ID, "int")],
+        raw = self._read(
+            self._sized(files),
+            (DELETE_FILE_PATH, DELETE_POS),
+            PerFile([(_DEL_ID, T.IntegerType())], {p: (ids[p],) for p in files}),
         )
         pairs = local_frame(
             self.spark,
@@ -189,10 +183,8 @@ class LiveRows:
             raw.select(
                 F.col(DELETE_FILE_PATH.name).alias("_cmp_path"),
                 F.col(DELETE_POS.name).alias(_POS),
-                F.col("_metadata.file_path").alias(URI),
+                _DEL_ID,
             )
-            .join(F.broadcast(lookup), URI, "left")
-            .select("_cmp_path", _POS, checked(_DEL_ID).alias(_DEL_ID))
             # Rows naming a file outside the write, or one the planner did not pair, go.
             .join(F.broadcast(pairs), [_DEL_ID, "_cmp_path"])
             .select(_row_key(F.col(_ID), F.col(_POS)).alias(_DEL_KEY))
@@ -215,22 +207,16 @@ class LiveRows:
         if not ids:
             raise JobError(f"equality delete file {files[0]} has no equality ids")
         fields = top_level_fields(self.schema, ids, files[0])
-        raw = _read(self.spark, spark_schema(fields), files)
-        lookup = local_frame(
-            self.spark,
-            uri_rows(
-                raw, files, {p: (self.delete_seqs[p], self.groups_of_delete[p]) for p in files}
-            ),
-            [(URI, "string"), (_DEL_SEQ, "long"), (_DEL_GROUPS, "array<int>")],
+        per_file = PerFile(
+            [(_DEL_SEQ, T.LongType()), (_DEL_GROUPS, T.ArrayType(T.IntegerType()))],
+            {p: (self.delete_seqs[p], self.groups_of_delete[p]) for p in files},
         )
+        raw = self._read(self._sized(files), fields, per_file)
         keys = [f"{_DEL_KEY}{n}" for n in range(len(fields))]
-        rows = (
-            raw.select(
-                *(F.col(quoted(f.name)).alias(k) for f, k in zip(fields, keys, strict=True)),
-                F.col("_metadata.file_path").alias(URI),
-            )
-            .join(F.broadcast(lookup), URI, "left")
-            .select(*keys, checked(_DEL_SEQ).alias(_DEL_SEQ), F.col(_DEL_GROUPS))
+        rows = raw.select(
+            *(F.col(quoted(f.name)).alias(k) for f, k in zip(fields, keys, strict=True)),
+            _DEL_SEQ,
+            _DEL_GROUPS,
         )
         count = sum(self.deletes[p].record_count for p in files)
         self._equality[ids] = _maybe_broadcast(rows, count)

@@ -39,10 +39,13 @@ from pyspark.sql.pandas.types import to_arrow_schema
 from icecore.data.arrow_schema import FIELD_ID_KEY
 from icecore.io import FileIO
 from icecore.spec.types import IcebergType, ListType, MapType, NestedField, StructType
+from spark_jobs.common.worker import cheap_cache_invalidation
 from spark_jobs.schema import spark_schema
 
 SPLIT_BYTES = 128 * 1024 * 1024  # Spark's spark.sql.files.maxPartitionBytes default
 BATCH_ROWS = 64 * 1024
+_WHOLE_FILE = 2**62
+_OPEN_COST = 4 * 1024 * 1024  # Spark's spark.sql.files.openCostInBytes default
 
 _IO: dict[str, FileIO] = {}  # per Python worker: one client per set of properties
 
@@ -58,7 +61,7 @@ class PerFile:
 
 def read_parquet(
     spark: SparkSession,
-    files: Sequence[tuple[str, int]],
+    files: Sequence[tuple[str, int | None]],
     fields: Sequence[NestedField],
     io_properties: Mapping[str, str],
     *,
@@ -66,22 +69,25 @@ def read_parquet(
     position_column: str | None = None,
     split_bytes: int = SPLIT_BYTES,
 ) -> DataFrame:
-    """`fields` of every row of `files` ((location, size in bytes) pairs), then the
-    `per_file` columns, then the row's position in its file if asked."""
+    """`fields` of every row of `files` ((location, size in bytes) pairs; a file of unknown
+    size is read by one task), then the `per_file` columns, then the row's position in its
+    file if asked."""
     splits = [
         (location, start, min(split_bytes, size - start))
         for location, size in files
+        if size is not None
         for start in range(0, max(size, 1), split_bytes)
-    ]
+    ] + [(location, 0, _WHOLE_FILE) for location, size in files if size is None]
+    tasks = _pack(splits, spark.sparkContext.defaultParallelism, split_bytes)
     extra = [T.StructField(n, t, True) for n, t in (per_file.columns if per_file else ())]
     if position_column:
         extra.append(T.StructField(position_column, T.LongType(), False))
     output = T.StructType([*spark_schema(fields).fields, *extra])
-    if not splits:
+    if not tasks:
         return spark.createDataFrame([], output)
     payload = json.dumps(
         {
-            "splits": splits,
+            "tasks": tasks,
             "fields": [f.to_json() for f in fields],
             "output": output.json(),
             "io": dict(io_properties),
@@ -89,22 +95,45 @@ def read_parquet(
             "position": bool(position_column),
         }
     )
-    ids = spark.range(0, len(splits), 1, numPartitions=len(splits))
+    ids = spark.range(0, len(tasks), 1, numPartitions=len(tasks))
     return ids.mapInArrow(partial(_read_splits, payload=payload), output)
 
 
+def _pack(
+    splits: list[tuple[str, int, int]], parallelism: int, split_bytes: int
+) -> list[list[tuple[str, int, int]]]:
+    """Splits packed into tasks as Spark packs files: up to max(4 MB, total / parallelism)
+    (at most `split_bytes`) a task, each file costing at least 4 MB, so many small files make
+    a few tasks, not one each (a task costs a Python worker round trip)."""
+    cost = [
+        max(length if length != _WHOLE_FILE else split_bytes, _OPEN_COST) for *_, length in splits
+    ]
+    target = min(split_bytes, max(_OPEN_COST, sum(cost) // max(1, parallelism)))
+    tasks: list[list[tuple[str, int, int]]] = []
+    used = 0
+    for split, weight in zip(splits, cost, strict=True):
+        if not tasks or used + weight > target:
+            tasks.append([])
+            used = 0
+        tasks[-1].append(split)
+        used += weight
+    return tasks
+
+
 def _read_splits(batches: Iterator[pa.RecordBatch], payload: str) -> Iterator[pa.RecordBatch]:
+    cheap_cache_invalidation()
     task = _Task(json.loads(payload))
     for batch in batches:
         for index in batch.column(0).to_pylist():
-            yield from task.read(*task.splits[index])
+            for split in task.tasks[index]:
+                yield from task.read(*split)
 
 
 class _Task:
     """One Spark task's reading: its FileIO, and the shapes file batches are turned into."""
 
     def __init__(self, spec: dict[str, Any]) -> None:
-        self.splits = spec["splits"]
+        self.tasks = spec["tasks"]
         self.fields = [NestedField.from_json(f) for f in spec["fields"]]
         self.target = to_arrow_schema(T.StructType.fromJson(json.loads(spec["output"])))
         self.values: dict[str, list[Any]] | None = spec["values"]
@@ -139,7 +168,7 @@ class _Task:
         if self.values is not None:
             values = self.values[location]
             kinds = self.target.types[len(arrays) : len(arrays) + len(values)]
-            arrays.extend(pa.array([v] * n, k) for v, k in zip(values, kinds, strict=True))
+            arrays.extend(pa.repeat(pa.scalar(v, k), n) for v, k in zip(values, kinds, strict=True))
         if self.position:
             arrays.append(pa.array(np.arange(position, position + n, dtype=np.int64)))
         return pa.RecordBatch.from_arrays(arrays, schema=self.target)

@@ -182,7 +182,7 @@ def _rewrite(
     before_commit: Any,
 ) -> list[tuple[FileGroup, str]]:
     """Write and commit `groups`; the groups that conflicted, with the conflict."""
-    run = RunFiles(spark, table.io, table.metadata, "rewrite-data-files")
+    run = RunFiles(table.io, table.metadata, "rewrite-data-files")
     conflicts: list[tuple[FileGroup, str]] = []
     committed: list[str] = []  # data files replaced by earlier commits of this run
     written: list[_Written] = []

@@ -106,7 +106,11 @@ def write_groups(
     schema = metadata.schema()
     spec = metadata.spec_by_id(spec_id)
     live = LiveRows(
-        isolated_session(spark, _WRITE_SETTINGS), schema, groups, plan.delete_sequence_numbers
+        isolated_session(spark, _WRITE_SETTINGS),
+        schema,
+        groups,
+        plan.delete_sequence_numbers,
+        run.io_properties,
     )
     records = sum(g.input_records for g in groups)
     size = sum(g.input_bytes for g in groups)

@@ -64,7 +64,6 @@ from spark_jobs.common.session import configure
 from spark_jobs.planning.binpack import bin_pack
 from spark_jobs.planning.sizes import FileSizeBounds
 from spark_jobs.planning.where import parse_where
-from spark_jobs.reading.file_ids import read_with_file_id
 from spark_jobs.reading.live_files import (
     LiveDelete,
     LiveState,
@@ -74,6 +73,8 @@ from spark_jobs.reading.live_files import (
     require_parquet,
     top_level_fields,
 )
+from spark_jobs.reading.parquet_files import PerFile, read_parquet
+from spark_jobs.schema import quoted
 from spark_jobs.specs.jobs import RewritePositionDeletesOptions
 from spark_jobs.writing.files import DELETE_FILE_PATH, DELETE_POS, RunFiles
 from spark_jobs.writing.grouped_deletes import (
@@ -295,7 +296,7 @@ def rewrite_once(
         len(chosen.dangling),
         table.name,
     )
-    run = RunFiles(spark, table.io, table.metadata, "rewrite-deletes")
+    run = RunFiles(table.io, table.metadata, "rewrite-deletes")
     written: dict[int, list[DataFile]] = defaultdict(list)
     done: set[int] = set()  # groups committed, or whose files were already deleted
     commits_before = len(result["commits"])
@@ -400,9 +401,12 @@ def _write_positions(
         for d in g.files
         for task in state.applies[d.file.file_path]
     ]
-    paths = [d.file.file_path for d in inputs]
-    rows = read_with_file_id(
-        spark, paths, [_PATH, _POS], ["file_path", "pos"], ids=delete_id, id_column=_D
+    rows = read_parquet(
+        spark,
+        [(d.file.file_path, d.file.file_size_in_bytes) for d in inputs],
+        [_PATH, _POS],
+        run.io_properties,
+        per_file=PerFile([(_D, T.IntegerType())], {p: (i,) for p, i in delete_id.items()}),
     )
     applicable = spark.createDataFrame(
         pairs,
@@ -433,14 +437,12 @@ def _write_equalities(spark: SparkSession, run: RunFiles, table: Table, *, chose
         fields = top_level_fields(schema, ids, members[0].files[0].file.file_path)
         files = [(g.index, d) for g in members for d in g.files]
         delete_id = {d.file.file_path: i for i, (_, d) in enumerate(files)}
-        aliases = [f"_k{i}" for i in range(len(fields))]
-        keys = read_with_file_id(
+        keys = read_parquet(
             spark,
-            [d.file.file_path for _, d in files],
+            [(d.file.file_path, d.file.file_size_in_bytes) for _, d in files],
             fields,
-            aliases,
-            ids=delete_id,
-            id_column=_D,
+            run.io_properties,
+            per_file=PerFile([(_D, T.IntegerType())], {p: (i,) for p, i in delete_id.items()}),
         )
         group_of = spark.createDataFrame(
             [(delete_id[d.file.file_path], g) for g, d in files],
@@ -452,8 +454,8 @@ def _write_equalities(spark: SparkSession, run: RunFiles, table: Table, *, chose
             keys.join(F.broadcast(group_of), _D)
             .select(
                 *(
-                    F.col(a).alias(f.name, metadata={"parquet.field.id": f.field_id})
-                    for a, f in zip(aliases, fields, strict=True)
+                    F.col(quoted(f.name)).alias(f.name, metadata={"parquet.field.id": f.field_id})
+                    for f in fields
                 ),
                 GROUP,
             )

@@ -18,6 +18,10 @@ from dataclasses import dataclass, field
 from spark_jobs.specs.options import BOOLEAN, JobOptions, JobSpec, Option, OptionError
 
 CATALOG_URI_ENV = "ICEFLOE_CATALOG_URI"
+# Catalog properties as a JSON object, merged under the --catalog-property flags: how a runner
+# hands a job credentials (s3.secret-access-key, adls.sas-token, ...) without putting them on
+# a command line, which process listings and logs show.
+CATALOG_PROPERTIES_ENV = "ICEFLOE_CATALOG_PROPERTIES"
 # Where a runner (the Airflow operator) wants the job's outcome as JSON, besides the output:
 # {"result": {...}} or {"cause": "Type: message"}; read back whatever the job printed.
 RESULT_FILE_ENV = "ICEFLOE_RESULT_FILE"

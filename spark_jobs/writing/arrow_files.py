@@ -35,6 +35,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pyspark import TaskContext
 from pyspark.sql import DataFrame
@@ -43,7 +44,9 @@ from pyspark.sql import functions as F
 from icecore.data.arrow_schema import arrow_schema
 from icecore.io import FileIO
 from icecore.spec.schema import Schema
+from icecore.spec.types import DoubleType, FloatType, NestedField, StructType
 from spark_jobs.common.errors import JobError
+from spark_jobs.common.worker import cheap_cache_invalidation
 from spark_jobs.schema import quote_name
 from spark_jobs.writing.metrics import MetricsConfig, decode, metrics_of
 
@@ -106,19 +109,29 @@ class _Plan:
 
 @dataclass
 class _OpenFile:
-    """One file being written: row groups are buffered up to the row group size."""
+    """One file being written: row groups are buffered up to the row group size.
+
+    NaN values are counted as they are written (`nan_counts`, by field id, for the float
+    and double columns outside lists and maps): Parquet statistics leave NaN out of min and
+    max and keep no count of them, and the spec wants the count in the manifest (a reader
+    pruning on `isNaN` trusts it)."""
 
     location: str
     sink: Any
     writer: pq.ParquetWriter
     footers: list[pq.FileMetaData]
+    float_paths: dict[int, tuple[str, ...]]
     records: int = 0
     buffered: list[pa.Table] = field(default_factory=list)
     buffered_bytes: int = 0
+    nan_counts: dict[int, int] = field(default_factory=dict)
 
     def flush(self) -> None:
         if self.buffered:
             table = pa.concat_tables(self.buffered)
+            for field_id, path in self.float_paths.items():
+                nans = pc.sum(pc.is_nan(_leaf(table, path))).as_py() or 0
+                self.nan_counts[field_id] = self.nan_counts.get(field_id, 0) + nans
             self.writer.write_table(table, row_group_size=max(1, table.num_rows))
             self.buffered, self.buffered_bytes = [], 0
 
@@ -129,6 +142,27 @@ class _OpenFile:
         size = self.sink.tell()
         self.sink.close()
         return size
+
+
+def _leaf(table: pa.Table, path: tuple[str, ...]) -> pa.Array:
+    """A column, or a field inside structs, with the nulls of the structs holding it."""
+    array = table.column(path[0]).combine_chunks()
+    for name in path[1:]:
+        array = array.flatten()[array.type.get_field_index(name)]
+    return array
+
+
+def _float_paths(
+    fields: Sequence[NestedField], prefix: tuple[str, ...] = ()
+) -> dict[int, tuple[str, ...]]:
+    """Field id -> path of every float or double field reached through structs only."""
+    out: dict[int, tuple[str, ...]] = {}
+    for f in fields:
+        if isinstance(f.field_type, FloatType | DoubleType):
+            out[f.field_id] = (*prefix, f.name)
+        elif isinstance(f.field_type, StructType):
+            out.update(_float_paths(f.field_type.fields, (*prefix, f.name)))
+    return out
 
 
 class _TaskWriter:
@@ -147,6 +181,7 @@ class _TaskWriter:
         self.iceberg_schema = Schema.from_json(plan.schema)
         self.metrics = MetricsConfig.from_json(plan.metrics)
         self.schema = arrow_schema(self.iceberg_schema.fields, all_optional=plan.all_optional)
+        self.float_paths = _float_paths(self.iceberg_schema.fields)
         context = TaskContext.get()
         partition = context.partitionId() if context is not None else 0
         self.prefix = f"part-{partition:05d}-{uuid.uuid4()}"
@@ -190,12 +225,14 @@ class _TaskWriter:
         writer = pq.ParquetWriter(
             sink, self.schema, metadata_collector=footers, **self.plan.options
         )
-        return _OpenFile(location, sink, writer, footers)
+        return _OpenFile(location, sink, writer, footers, self.float_paths)
 
     def _finish(self, directory: str) -> None:
         opened = self.open.pop(directory)
         size = opened.close()
-        metrics = metrics_of(opened.footers[0], size, self.iceberg_schema, self.metrics)
+        metrics = metrics_of(
+            opened.footers[0], size, self.iceberg_schema, self.metrics, opened.nan_counts
+        )
         self.done.append((opened.location, json.dumps(metrics)))
 
     def close(self) -> list[tuple[str, str]]:
@@ -234,6 +271,7 @@ def _directories(table: pa.Table, names: Sequence[str]) -> tuple[np.ndarray, lis
 
 
 def _write_batches(batches: Iterator[pa.RecordBatch], payload: str) -> Iterator[pa.RecordBatch]:
+    cheap_cache_invalidation()
     plan = _Plan(**json.loads(payload))
     writer = _TaskWriter(plan)
     try:

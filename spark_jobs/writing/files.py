@@ -1,30 +1,26 @@
-"""Spark writes a set of files; this module turns them into the DataFiles a commit adds.
+"""The files one job run writes, and the DataFiles a commit adds for them.
 
 Each job run writes below its own directory, `<data path>/<job>-<uuid>/<file set>/`, with
-the partition directories under it: listing that directory finds exactly the files of this
-run (a table's data directory may hold millions of others), and a failed or abandoned run is
-removed by deleting it. Nothing in the table references these files until the commit, so a
-job killed at any point before it leaves the table as it was.
+the partition directories under it: a failed or abandoned run is removed by deleting it.
+Nothing in the table references these files until the commit, so a job killed at any point
+before it leaves the table as it was.
 
-Files with uuid, fixed, time, list or map columns, which Spark's writer cannot produce, and
-position delete files are written with pyarrow on the executors instead (`arrow_files`),
-below the same directories; those tasks describe their files as they close them, the others
-are described by one footer-metrics job when the run asks for its files.
-Spark's writer is told what Iceberg's would do from the table properties: compression
-(`write.parquet.compression-codec`, zstd by default as in Iceberg), row group, page and
-dictionary sizes, and a row limit per file derived from `write.target-file-size-bytes` and
-the table's bytes per row so far. Hadoop's `_SUCCESS` marker and local `.crc` side files are
-switched off: in a table directory they would only be orphans.
+Every file is written by the Spark tasks with pyarrow through the table's FileIO
+(`arrow_files`), never through a Hadoop FileSystem: an `s3://`, `gs://` or `abfss://` table
+needs no Hadoop connector, and the files get Iceberg's own Parquet types (uuid, fixed, time,
+field ids on list and map fields). The tasks describe their files (footer metrics) as they
+close them. The table's Parquet properties (codec and level, row group, page and dictionary
+sizes) apply, and `write.target-file-size-bytes` rolls files.
 """
 
 from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame
 
 from icecore.errors import FileError
 from icecore.io import FileIO
@@ -35,10 +31,10 @@ from icecore.spec.partitioning import PartitionSpec
 from icecore.spec.schema import Schema
 from icecore.spec.types import LongType, NestedField, StringType
 from spark_jobs.common.errors import JobError
-from spark_jobs.schema import invalid_value, needs_arrow_writer
+from spark_jobs.schema import invalid_value
 from spark_jobs.writing.arrow_files import write_with_arrow
 from spark_jobs.writing.layout import PartitionLayout
-from spark_jobs.writing.metrics import MetricsConfig, describe_files
+from spark_jobs.writing.metrics import MetricsConfig
 
 DATA_PATH = "write.data.path"
 TARGET_FILE_SIZE = ("write.target-file-size-bytes", 512 * 1024 * 1024)
@@ -47,21 +43,6 @@ TARGET_FILE_SIZE = ("write.target-file-size-bytes", 512 * 1024 * 1024)
 DELETE_FILE_PATH = NestedField(DELETE_FILE_PATH_ID, "file_path", StringType(), required=True)
 DELETE_POS = NestedField(2147483545, "pos", LongType(), required=True)
 POSITION_DELETE_SCHEMA = Schema((DELETE_FILE_PATH, DELETE_POS))
-
-# Iceberg table property -> (Spark Parquet writer option, Iceberg's default).
-_PARQUET_OPTIONS = {
-    "write.parquet.compression-codec": ("compression", "zstd"),
-    "write.parquet.compression-level": ("parquet.compression.codec.zstd.level", None),
-    "write.parquet.row-group-size-bytes": ("parquet.block.size", str(128 * 1024 * 1024)),
-    "write.parquet.page-size-bytes": ("parquet.page.size", str(1024 * 1024)),
-    "write.parquet.dict-size-bytes": ("parquet.dictionary.page.size", str(2 * 1024 * 1024)),
-}
-_HADOOP_OPTIONS = {
-    "mapreduce.fileoutputcommitter.marksuccessfuljobs": "false",
-    # Only affects file: locations: write without the ChecksumFileSystem's .crc files.
-    "fs.file.impl": "org.apache.hadoop.fs.RawLocalFileSystem",
-    "fs.file.impl.disable.cache": "true",
-}
 
 
 @dataclass(frozen=True)
@@ -76,22 +57,10 @@ class FileSet:
     metrics: MetricsConfig
     equality_ids: list[int] | None = None
     sort_order_id: int | None = None
-    options: Mapping[str, str] = field(default_factory=dict)
 
 
 def data_location(metadata: TableMetadata) -> str:
     return (metadata.property(DATA_PATH) or f"{metadata.location}/data").rstrip("/")
-
-
-def parquet_options(properties: Mapping[str, str]) -> dict[str, str]:
-    options = dict(_HADOOP_OPTIONS)
-    for prop, (option, default) in _PARQUET_OPTIONS.items():
-        value = properties.get(prop, default)
-        if value is not None:
-            options[option] = value.lower() if option == "compression" else value
-    if options.get("compression") == "uncompressed":
-        options["compression"] = "none"
-    return options
 
 
 def rows_per_file(metadata: TableMetadata) -> int | None:
@@ -117,18 +86,15 @@ class RunFiles:
 
     def __init__(
         self,
-        spark: SparkSession,
         io: FileIO,
         metadata: TableMetadata,
         job: str,
         io_properties: Mapping[str, str] | None = None,
     ) -> None:
-        self.spark = spark
         self.io = io
         self.metadata = metadata
         self.location = f"{data_location(metadata)}/{job}-{uuid.uuid4()}"
         self.io_properties = dict(io_properties or io.properties)
-        self.options = parquet_options(metadata.properties)
         self._written: list[tuple[str, FileSet]] = []
         self._described: dict[str, dict[str, Any]] = {}  # metrics the writing tasks reported
 
@@ -136,7 +102,7 @@ class RunFiles:
         self, frame: DataFrame, file_set: FileSet, max_records: int | None = None
     ) -> list[str]:
         """Write `frame` (the file set's columns, then its partition columns); the locations
-        of the files it became, described later, all at once, by `files()`.
+        of the files it became (`files()` turns them into DataFiles).
 
         A source value the table's type cannot hold (a malformed uuid, a fixed value of the
         wrong length, ...) fails the write with a JobError naming the column."""
@@ -149,55 +115,33 @@ class RunFiles:
             raise JobError(message) from None
 
     def _write(self, frame: DataFrame, file_set: FileSet, max_records: int | None) -> list[str]:
-        location = self.location_of(file_set)
         positions = file_set.content == FileContent.POSITION_DELETES
-        if positions or needs_arrow_writer(file_set.schema.fields):
-            described = write_with_arrow(
-                frame,
-                location=location,
-                schema=file_set.schema,
-                all_optional=not positions,
-                metrics=file_set.metrics,
-                partition_names=file_set.layout.names if file_set.layout is not None else [],
-                io=self.io,
-                io_properties=self.io_properties,
-                table_properties=self.metadata.properties,
-                max_records=max_records,
-                target_bytes=None
-                if positions
-                else self.metadata.property_as_int(*TARGET_FILE_SIZE),
-            )
-            self._described.update(described)
-            self._written.extend((path, file_set) for path in described)
-            return list(described)
-        writer = frame.write.mode("append").options(**self.options, **file_set.options)
-        if max_records:
-            writer = writer.option("maxRecordsPerFile", str(max_records))
-        if file_set.layout is not None and file_set.layout.is_partitioned:
-            writer = writer.partitionBy(*file_set.layout.names)
-        writer.parquet(location)
-        listed = [
-            f.location for f in self.io.list_prefix(location) if f.location.endswith(".parquet")
-        ]
-        self._written.extend((path, file_set) for path in sorted(listed))
-        return sorted(listed)
+        described = write_with_arrow(
+            frame,
+            location=self.location_of(file_set),
+            schema=file_set.schema,
+            all_optional=not positions,
+            metrics=file_set.metrics,
+            partition_names=file_set.layout.names if file_set.layout is not None else [],
+            io=self.io,
+            io_properties=self.io_properties,
+            table_properties=self.metadata.properties,
+            max_records=max_records,
+            target_bytes=None if positions else self.metadata.property_as_int(*TARGET_FILE_SIZE),
+        )
+        self._described.update(described)
+        self._written.extend((path, file_set) for path in described)
+        return list(described)
 
     def location_of(self, file_set: FileSet) -> str:
         return f"{self.location}/{file_set.name}"
 
     def files(self) -> list[DataFile]:
-        """Every file written so far as a DataFile, metrics from the footers (one Spark job
-        for the files Spark's writer wrote, if any)."""
-        metrics = describe_files(
-            self.spark,
-            [(p, fs.schema, fs.metrics) for p, fs in self._written if p not in self._described],
-            self.io_properties,
-        )
-        metrics.update(self._described)
+        """Every file written so far as a DataFile, with the metrics its task reported."""
         out = []
         for path, file_set in self._written:
             relative = path[len(self.location_of(file_set)) + 1 :]
-            out.append(_data_file(path, relative, file_set, metrics))
+            out.append(_data_file(path, relative, file_set, self._described))
         return out
 
     def discard(self) -> None:

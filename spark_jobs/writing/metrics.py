@@ -1,9 +1,9 @@
 """Manifest metrics of a Parquet file from its footer, as Iceberg writers record them.
 
-Runs on the executors (`describe_files`): each task opens the files it is given, reads only
-the footer, and returns record count, size, split offsets and, per column field id, the
-column size, value, null and NaN counts and the lower and upper bounds, in the manifest's
-single-value binary form. The driver never reads data to describe a file.
+Runs in the Spark task that wrote the file (`arrow_files`), from the footer it still holds:
+record count, size, split offsets and, per column field id, the column size, value, null and
+NaN counts and the lower and upper bounds, in the manifest's single-value binary form. The
+driver never reads data to describe a file.
 
 Metrics modes follow Iceberg's table properties: `write.metadata.metrics.default`
 (`truncate(16)` unless set), `write.metadata.metrics.column.<name>` per column, and, without
@@ -25,18 +25,15 @@ null count and no bounds.
 
 from __future__ import annotations
 
-import json
 import math
 import re
 import uuid
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from functools import partial
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from pyspark.sql import SparkSession
 
 from icecore.io import FileIO
 from icecore.spec.conversions import (
@@ -67,7 +64,6 @@ COLUMN_MODE_PREFIX = "write.metadata.metrics.column."
 MAX_INFERRED = ("write.metadata.metrics.max-inferred-column-defaults", 100)
 FIELD_ID = b"PARQUET:field_id"
 _TRUNCATE = re.compile(r"truncate\((\d+)\)")
-_MAX_TASKS = 256
 
 
 @dataclass(frozen=True)
@@ -244,10 +240,16 @@ def footer_metrics(
 
 
 def metrics_of(
-    footer: pq.FileMetaData, size: int, schema: Schema, config: MetricsConfig
+    footer: pq.FileMetaData,
+    size: int,
+    schema: Schema,
+    config: MetricsConfig,
+    nan_counts: Mapping[int, int] | None = None,
 ) -> dict[str, Any]:
     """The metrics of a file from its footer and size, JSON-ready: a writer that still holds
-    the footer of the file it just closed describes it without reading it back."""
+    the footer of the file it just closed describes it without reading it back. A writer
+    that counted the NaN values it wrote (`nan_counts`, by field id) gives exact counts for
+    those columns; their bounds are the statistics', which leave NaN out."""
     ids = _field_ids(footer.schema.to_arrow_schema())
     leaves = _typed_leaves(schema.fields)
     types = {f.field_id: f.field_type for f, _ in leaves}
@@ -288,7 +290,10 @@ def metrics_of(
         t = column.iceberg_type
         if field_id in repeated:
             continue  # counts only (see the module docstring)
-        if isinstance(t, FloatType | DoubleType) and column.nulls is not None and column.nan_free:
+        counted = nan_counts is not None and field_id in nan_counts
+        if counted:
+            result["nan_value_counts"][key] = nan_counts[field_id]
+        elif isinstance(t, FloatType | DoubleType) and column.nulls is not None and column.nan_free:
             result["nan_value_counts"][key] = 0
         mode = config.mode(field_id)
         if mode == "counts" or not column.bounds_known or column.lower is None:
@@ -302,62 +307,6 @@ def metrics_of(
         if upper is not None:
             result["upper_bounds"][key] = to_bytes(t, upper).hex()
     return result
-
-
-# On the executors ---------------------------------------------------------------------------
-
-
-def _describe_batches(batches: Iterator[pa.RecordBatch], payload: str) -> Iterator[pa.RecordBatch]:
-    spec = json.loads(payload)
-    io = FileIO(spec["io"])
-    kinds = [
-        (Schema.from_json(kind["schema"]), MetricsConfig.from_json(kind["config"]))
-        for kind in spec["kinds"]
-    ]
-    files = spec["files"]
-    for batch in batches:
-        chosen = [files[i] for i in batch.column(0).to_pylist()]
-        metrics = [json.dumps(footer_metrics(io, loc, *kinds[kind])) for loc, kind in chosen]
-        yield pa.RecordBatch.from_arrays(
-            [pa.array([loc for loc, _ in chosen], pa.string()), pa.array(metrics, pa.string())],
-            names=["location", "metrics"],
-        )
-
-
-def describe_files(
-    spark: SparkSession,
-    files: Sequence[tuple[str, Schema, MetricsConfig]],
-    io_properties: Mapping[str, str],
-) -> dict[str, dict[str, Any]]:
-    """Footer metrics of each (location, file schema, metrics config), computed by Spark
-    tasks in one job, whatever kinds of files a run wrote.
-
-    The file list travels with the task closure and each task takes the files of its slice
-    of `range(len(files))`: one stage, no shuffle, which matters for a job that does little
-    work per file.
-    """
-    if not files:
-        return {}
-    kinds: list[tuple[Schema, MetricsConfig]] = []
-    entries = []
-    for location, schema, config in files:
-        if (schema, config) not in kinds:
-            kinds.append((schema, config))
-        entries.append((location, kinds.index((schema, config))))
-    payload = json.dumps(
-        {
-            "io": dict(io_properties),
-            "kinds": [{"schema": s.to_json(), "config": c.to_json()} for s, c in kinds],
-            "files": entries,
-        }
-    )
-    tasks = min(len(entries), _MAX_TASKS)
-    described = (
-        spark.range(0, len(entries), 1, tasks)
-        .mapInArrow(partial(_describe_batches, payload=payload), "location string, metrics string")
-        .collect()
-    )
-    return {row["location"]: decode(json.loads(row["metrics"])) for row in described}
 
 
 def decode(obj: dict[str, Any]) -> dict[str, Any]:

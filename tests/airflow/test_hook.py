@@ -137,3 +137,32 @@ def test_password_and_uri_stay_off_the_command_line(monkeypatch: pytest.MonkeyPa
         "s3.path-style-access": "true",
     }
     assert "--catalog-uri" in hook.job_args()  # for a command line of one's own
+
+
+def test_credentials_reach_the_job_through_its_environment_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A connection's credential properties never go on the job's command line (process
+    listings and task logs show it): they travel in the job's environment, which the job
+    merges under its --catalog-property flags."""
+    properties = {"s3.endpoint": "http://127.0.0.1:9000", "s3.secret-access-key": "sEcReT-42"}
+    extra = {"warehouse": str(tmp_path), "properties": properties}
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_ICEBERG_DEFAULT", json.dumps({"conn_type": "icefloe", "extra": extra})
+    )
+    hook = IcebergHook()
+    args = hook.job_args(include_uri=False)
+    assert "sEcReT-42" not in " ".join(args)
+    assert args[-2:] == ["--catalog-property", "s3.endpoint=http://127.0.0.1:9000"]
+    env = hook.job_env()
+    assert json.loads(env["ICEFLOE_CATALOG_PROPERTIES"]) == {"s3.secret-access-key": "sEcReT-42"}
+
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    parsed = parse_job_args(JOBS["expire_snapshots"], [*args, "--table", "db.t"])
+    job_catalog = open_catalog(parsed.catalog)
+    try:
+        assert job_catalog.properties["s3.secret-access-key"] == "sEcReT-42"
+        assert job_catalog.properties["s3.endpoint"] == "http://127.0.0.1:9000"
+    finally:
+        job_catalog.close()

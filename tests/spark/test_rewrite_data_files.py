@@ -172,7 +172,7 @@ def _position_delete(spark: SparkSession, table: Table, path: str, pos: int) -> 
     frame = frame.select(*conform(frame.schema, schema.fields))
     spec = table.metadata.spec()
     assert spec.is_unpartitioned
-    run = RunFiles(spark, table.io, table.metadata, "test")
+    run = RunFiles(table.io, table.metadata, "test")
     file_set = FileSet(
         "pos", FileContent.POSITION_DELETES, schema, spec, None, MetricsConfig.full()
     )
