@@ -294,6 +294,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.driver.memory", args.driver_memory)
+        # The plain-Spark baseline writes timestamps as Iceberg does (INT64 micros).
+        .config("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
         .config("spark.sql.shuffle.partitions", str(args.shuffle_partitions))
         .getOrCreate()
     )

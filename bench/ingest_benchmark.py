@@ -68,6 +68,8 @@ def run(args: argparse.Namespace) -> dict[str, object]:
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.driver.memory", args.driver_memory)
+        # The plain-Spark baseline writes timestamps as Iceberg does (INT64 micros).
+        .config("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
         .getOrCreate()
     )
     spark.sparkContext.setLogLevel("ERROR")

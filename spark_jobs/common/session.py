@@ -1,10 +1,11 @@
-"""The Spark session settings every job needs to write what Iceberg readers expect.
+"""The Spark session settings the jobs need, and the session they run in.
 
-- field ids: written into the Parquet schema from StructField metadata, and used to match
-  columns when reading files back, so renamed columns and files of older schemas read right;
-- timestamps as INT64 microseconds (Iceberg's physical type), never INT96;
-- dates and timestamps before 1582 written and read as proleptic Gregorian, Iceberg's
-  calendar, instead of Spark's legacy rebasing.
+Table files never go through Spark's Parquet reader or writer (`spark_jobs.reading`,
+`spark_jobs.writing`: FileIO in the tasks); Spark reads only the user's ingestion source.
+For that: dates and timestamps before 1582 are read as proleptic Gregorian, Iceberg's
+calendar, not rebased as Spark's legacy files were; and a Parquet source's columns are
+matched by field id where the file and the schema asked for both carry them, by name
+otherwise.
 
 All of them exist, with these names, in Spark 3.5 and 4.x, classic and Connect.
 """
@@ -17,11 +18,8 @@ from collections.abc import Mapping
 from pyspark.sql import SparkSession
 
 ICEBERG_SQL_CONF = {
-    "spark.sql.parquet.fieldId.write.enabled": "true",
     "spark.sql.parquet.fieldId.read.enabled": "true",
     "spark.sql.parquet.fieldId.read.ignoreMissing": "true",
-    "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
-    "spark.sql.parquet.datetimeRebaseModeInWrite": "CORRECTED",
     "spark.sql.parquet.datetimeRebaseModeInRead": "CORRECTED",
     "spark.sql.parquet.int96RebaseModeInRead": "CORRECTED",
 }
