@@ -3,7 +3,7 @@ PYTHON ?= python3.11
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test lint java browser
+.PHONY: demo test lint java browser node
 
 $(BIN)/activate: requirements.txt requirements-test.txt pyproject.toml
 	@command -v $(PYTHON) >/dev/null || { echo "$(PYTHON) is required" >&2; exit 1; }
@@ -24,6 +24,10 @@ java:
 browser:
 	@test -x /usr/bin/chromium || { apt-get update -qq && apt-get install -y -qq chromium; }
 
+# The Azure tests run Azurite, which tests/support/objectstores.py installs from npm.
+node:
+	@command -v npm >/dev/null || { apt-get update -qq && apt-get install -y -qq nodejs npm; }
+
 # End to end on the embedded default, through Airflow: the ingest DAG commits CDC batches, the
 # self-optimizing DAG maintains the table (local Spark, SQLite catalog and Airflow DB, ./warehouse).
 demo: $(BIN)/activate java
@@ -33,5 +37,5 @@ lint: $(BIN)/activate
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
-test: $(BIN)/activate java browser lint
+test: $(BIN)/activate java browser node lint
 	$(BIN)/python -m pytest
