@@ -54,7 +54,6 @@ from spark_jobs.specs.jobs import (
 )
 from spark_jobs.writing.files import POSITION_DELETE_SCHEMA, FileSet, RunFiles
 from spark_jobs.writing.layout import PartitionLayout
-from spark_jobs.writing.metrics import MetricsConfig
 
 TABLE = "bench.t"
 COMMITS = 4
@@ -118,15 +117,7 @@ def _position_deletes(spark: SparkSession, table: Table) -> int:
     deletes = deletes.repartition(*(F.col(quoted(n)) for n in layout.names))
     deletes = deletes.sortWithinPartitions(*layout.names, "file_path", "pos")
     run = RunFiles(table.io, metadata, "bench-deletes")
-    file_set = FileSet(
-        "position-deletes",
-        FileContent.POSITION_DELETES,
-        POSITION_DELETE_SCHEMA,
-        spec,
-        layout,
-        MetricsConfig.full(),
-    )
-    run.write(deletes, file_set)
+    run.write(deletes, FileSet.position_deletes(spec, layout))
     delta = table.new_row_delta()
     written = run.files()
     for f in written:

@@ -25,6 +25,7 @@ from icecore.catalog import Catalog
 from icecore.commit.producer import SnapshotProducer
 from icecore.errors import AlreadyExistsError, CommitStateUnknownError, NoSuchTableError
 from icecore.spec.manifest import DataFile, FileContent
+from icecore.spec.metadata import TableMetadata
 from icecore.spec.schema import Schema
 from icecore.table import Table
 from spark_jobs.common.errors import JobError
@@ -55,7 +56,6 @@ from spark_jobs.schema import (
 )
 from spark_jobs.specs.jobs import IngestOptions
 from spark_jobs.writing.files import (
-    POSITION_DELETE_SCHEMA,
     FileSet,
     RunFiles,
     rows_per_file,
@@ -224,6 +224,18 @@ def _check_columns(
 # Append and overwrite --------------------------------------------------------------------------
 
 
+def _rows(
+    metadata: TableMetadata, layout: PartitionLayout, sort_order_id: int | None = None
+) -> FileSet:
+    """The data files of a batch, in the table's current schema and spec."""
+    schema = metadata.schema()
+    metrics = MetricsConfig.for_table(metadata.properties, schema)
+    spec = metadata.spec()
+    return FileSet(
+        "rows", FileContent.DATA, schema, spec, layout, metrics, sort_order_id=sort_order_id
+    )
+
+
 def _write_rows(table: Table, run: RunFiles, frame: DataFrame) -> None:
     metadata = table.metadata
     schema, spec = metadata.schema(), metadata.spec()
@@ -240,15 +252,8 @@ def _write_rows(table: Table, run: RunFiles, frame: DataFrame) -> None:
         rows = rows.repartitionByRange(*sort)
     if sort:
         rows = rows.sortWithinPartitions(*sort)
-    file_set = FileSet(
-        "rows",
-        FileContent.DATA,
-        schema,
-        spec,
-        layout,
-        MetricsConfig.for_table(metadata.properties, schema),
-        sort_order_id=order.order_id if not order.is_unsorted else None,
-    )
+    sort_order_id = order.order_id if not order.is_unsorted else None
+    file_set = _rows(metadata, layout, sort_order_id)
     if not run.write(rows, file_set, rows_per_file(metadata)):
         raise JobError("the source is empty: nothing to ingest")
 
@@ -302,14 +307,7 @@ def _write_written_rows(
     ordered = rows.repartition(*(parts or key_columns))
     ordered = ordered.sortWithinPartitions(*parts, *key_columns, *ORDER_COLUMNS)
     columns = [*(F.col(quote_name(f.name)) for f in schema.fields), *parts]
-    file_set = FileSet(
-        "rows",
-        FileContent.DATA,
-        schema,
-        spec,
-        layout,
-        MetricsConfig.for_table(metadata.properties, schema),
-    )
+    file_set = _rows(metadata, layout)
     data_files = run.write(ordered.select(*columns), file_set, rows_per_file(metadata))
     if not batch.superseded:
         return
@@ -325,15 +323,7 @@ def _write_written_rows(
     names = [quote_name(n) for n in layout.names]
     positions = positions.repartition(*names) if names else positions.repartition(1)
     positions = positions.sortWithinPartitions(*names, "file_path", "pos")
-    delete_set = FileSet(
-        "position-deletes",
-        FileContent.POSITION_DELETES,
-        POSITION_DELETE_SCHEMA,
-        spec,
-        layout,
-        MetricsConfig.full(),
-    )
-    run.write(positions, delete_set)
+    run.write(positions, FileSet.position_deletes(spec, layout))
 
 
 def _write_equality_deletes(
@@ -356,16 +346,10 @@ def _write_equality_deletes(
             spec = unpartitioned_spec(table)
         layout = None
         frame = frame.repartition(1)
-    file_set = FileSet(
-        "equality-deletes",
-        FileContent.EQUALITY_DELETES,
-        Schema(tuple(key_fields)),
-        spec,
-        layout,
-        MetricsConfig.for_table(metadata.properties, schema),
-        equality_ids=[f.field_id for f in key_fields],
+    metrics = MetricsConfig.for_table(metadata.properties, schema)
+    run.write(
+        frame, FileSet.equality_deletes("equality-deletes", key_fields, spec, layout, metrics)
     )
-    run.write(frame, file_set)
 
 
 # Commit -----------------------------------------------------------------------------------------

@@ -16,7 +16,7 @@ sizes) apply, and `write.target-file-size-bytes` rolls files.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -57,6 +57,41 @@ class FileSet:
     metrics: MetricsConfig
     equality_ids: list[int] | None = None
     sort_order_id: int | None = None
+
+    @classmethod
+    def position_deletes(
+        cls, spec: PartitionSpec, layout: PartitionLayout | None, name: str = "position-deletes"
+    ) -> FileSet:
+        """Position delete files: the spec's reserved schema, every metric kept (readers
+        bound `file_path` to find the data files a delete file can touch)."""
+        return cls(
+            name,
+            FileContent.POSITION_DELETES,
+            POSITION_DELETE_SCHEMA,
+            spec,
+            layout,
+            MetricsConfig.full(),
+        )
+
+    @classmethod
+    def equality_deletes(
+        cls,
+        name: str,
+        key_fields: Sequence[NestedField],
+        spec: PartitionSpec,
+        layout: PartitionLayout | None,
+        metrics: MetricsConfig,
+    ) -> FileSet:
+        """Equality delete files of `key_fields`, which are also their equality ids."""
+        return cls(
+            name,
+            FileContent.EQUALITY_DELETES,
+            Schema(tuple(key_fields)),
+            spec,
+            layout,
+            metrics,
+            equality_ids=[f.field_id for f in key_fields],
+        )
 
 
 def data_location(metadata: TableMetadata) -> str:

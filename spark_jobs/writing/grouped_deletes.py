@@ -17,9 +17,8 @@ from typing import Any
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from icecore.spec.manifest import DataFile, FileContent
+from icecore.spec.manifest import DataFile
 from icecore.spec.partitioning import PartitionSpec
-from icecore.spec.schema import Schema
 from icecore.spec.types import NestedField
 from spark_jobs.common.errors import JobError
 from spark_jobs.reading.live_files import PartitionKey
@@ -27,7 +26,6 @@ from spark_jobs.schema import FIELD_ID_KEY
 from spark_jobs.writing.files import (
     DELETE_FILE_PATH,
     DELETE_POS,
-    POSITION_DELETE_SCHEMA,
     FileSet,
     RunFiles,
 )
@@ -88,15 +86,7 @@ def write_position_deletes(
     `max_records`) per group per task. Returns nothing until `finish` describes them."""
     rows = frame.select(*position_columns(F.col("file_path"), F.col("pos")), F.col(GROUP))
     rows = rows.repartition(F.col(GROUP)).sortWithinPartitions(GROUP, "file_path", "pos")
-    file_set = FileSet(
-        name,
-        FileContent.POSITION_DELETES,
-        POSITION_DELETE_SCHEMA,
-        spec,
-        GroupLayout(groups),
-        MetricsConfig.full(),
-    )
-    run.write(rows, file_set, max_records)
+    run.write(rows, FileSet.position_deletes(spec, GroupLayout(groups), name), max_records)
     return []
 
 
@@ -112,16 +102,7 @@ def write_equality_deletes(
 ) -> None:
     """`frame` has the key columns and `_group`; one file per group."""
     rows = frame.repartition(F.col(GROUP))
-    file_set = FileSet(
-        name,
-        FileContent.EQUALITY_DELETES,
-        Schema(tuple(key_fields)),
-        spec,
-        GroupLayout(groups),
-        metrics,
-        equality_ids=[f.field_id for f in key_fields],
-    )
-    run.write(rows, file_set)
+    run.write(rows, FileSet.equality_deletes(name, key_fields, spec, GroupLayout(groups), metrics))
 
 
 def finish(run: RunFiles, groups: Mapping[int, PartitionKey]) -> list[tuple[DataFile, int]]:
