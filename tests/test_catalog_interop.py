@@ -18,7 +18,7 @@ from pyiceberg.types import NestedField as PyNestedField
 from pyiceberg.types import StringType as PyStringType
 
 from icecore.catalog import SqlCatalog
-from icecore.catalog.base import metadata_version
+from icecore.catalog.metastore import metadata_version
 from icecore.spec.schema import Schema
 from icecore.spec.types import LongType, NestedField, StringType
 from tests.support.catalogs import append_rows

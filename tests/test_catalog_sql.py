@@ -21,7 +21,7 @@ import pytest
 from sqlalchemy import create_engine, make_url, text
 
 from icecore.catalog import SqlCatalog, catalog_from_settings
-from icecore.catalog.base import metadata_version
+from icecore.catalog.metastore import metadata_version
 from icecore.errors import (
     AlreadyExistsError,
     CatalogError,
@@ -392,7 +392,7 @@ def test_commit_without_catalog_base_is_refused(catalog: SqlCatalog) -> None:
     table = catalog.create_table("db.t", SCHEMA)
     detached = replace(table.metadata, metadata_location=None)
     with pytest.raises(CatalogError, match="not loaded from the catalog"):
-        catalog.commit_table("db.t", detached, table.metadata)
+        catalog.commit_table("db.t", detached, replace(detached, properties={"a": "1"}))
 
 
 def test_sqlite_lock_held_by_another_process_is_a_lost_race(tmp_path: Path) -> None:
@@ -427,7 +427,7 @@ def test_default_catalog_is_sqlite_in_the_warehouse(tmp_path: Path) -> None:
     catalog.create_namespace("db")
     catalog.create_table("db.t", SCHEMA)
     catalog.close()
-    again = SqlCatalog.from_settings(uri="", warehouse=str(tmp_path / "wh"))
+    again = catalog_from_settings(uri="", warehouse=str(tmp_path / "wh"))
     assert again.list_tables("db") == [("db", "t")]
     again.close()
     with pytest.raises(CatalogError, match="not local"):
@@ -588,7 +588,7 @@ def test_four_processes_commit_without_losing_any(catalog: SqlCatalog) -> None:
 _WRITE_THEN_HANG = """
 import sys, time
 from icecore.catalog import SqlCatalog
-from icecore.catalog.base import metadata_version, new_metadata_location
+from icecore.catalog.metastore import metadata_version, new_metadata_location
 from icecore.spec.metadata import write_table_metadata
 from icecore.spec.metadata_builder import MetadataBuilder
 

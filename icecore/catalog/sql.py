@@ -47,12 +47,12 @@ from sqlalchemy.sql.elements import ColumnElement
 
 from icecore.catalog.base import (
     WAREHOUSE,
-    Catalog,
     Identifier,
     TablePointer,
     table_identifier,
     to_identifier,
 )
+from icecore.catalog.metastore import MetastoreCatalog
 from icecore.errors import (
     AlreadyExistsError,
     CatalogError,
@@ -111,7 +111,7 @@ def _is_lock_contention(exc: DBAPIError) -> bool:
     return "database is locked" in message or "database is busy" in message
 
 
-class SqlCatalog(Catalog):
+class SqlCatalog(MetastoreCatalog):
     """An Iceberg JDBC-layout catalog on SQLite or PostgreSQL through SQLAlchemy.
 
     `uri` is a SQLAlchemy URL (`postgresql+psycopg2://user@host:5432/db`); without one the
@@ -139,18 +139,6 @@ class SqlCatalog(Catalog):
         key, default = SQLITE_BUSY_TIMEOUT
         self.engine = _create_engine(self.uri, int(self.properties.get(key, default)) / 1000)
         self._has_type_column = self._ensure_schema()
-
-    @classmethod
-    def from_settings(
-        cls,
-        uri: str | None = None,
-        name: str | None = None,
-        warehouse: str | os.PathLike[str] | None = None,
-        properties: Mapping[str, str] | None = None,
-    ) -> SqlCatalog:
-        """The catalog that CLI flags (`--catalog-uri`, `--catalog-name`, `--warehouse`) or an
-        Airflow connection describe; empty strings count as not given."""
-        return cls(name or "default", uri or None, warehouse or None, properties)
 
     def __repr__(self) -> str:
         return f"SqlCatalog({self.name!r}, {make_url(self.uri).render_as_string()!r})"

@@ -14,13 +14,15 @@ from dataclasses import replace
 from typing import Any
 
 from icecore.errors import ValidationError
-from icecore.spec.metadata import TableMetadata
+from icecore.spec.metadata import WRITTEN_FORMAT_VERSION, TableMetadata
 from icecore.spec.partitioning import PARTITION_FIELD_ID_START, UNPARTITIONED, PartitionSpec
 from icecore.spec.refs import MAIN_BRANCH, SnapshotRef, SnapshotRefType
 from icecore.spec.schema import Schema
 from icecore.spec.snapshots import MetadataLogEntry, Snapshot, SnapshotLogEntry
 from icecore.spec.sorting import UNSORTED, SortOrder
 
+STATISTICS = "statistics"
+PARTITION_STATISTICS = "partition-statistics"
 PREVIOUS_VERSIONS_MAX = "write.metadata.previous-versions-max"
 PREVIOUS_VERSIONS_MAX_DEFAULT = 100
 # Placeholder timestamp of a snapshot-log entry that takes the new metadata's own timestamp.
@@ -83,6 +85,7 @@ class MetadataBuilder:
         self._specs = list(base.partition_specs)
         self._orders = list(base.sort_orders)
         self._extra = dict(base.extra)
+        self._last_added: dict[str, int] = {}  # "schema" / "spec" / "order" -> id added
         self.dropped_metadata_log: list[MetadataLogEntry] = []
 
     # Snapshots and refs -------------------------------------------------------------------
@@ -148,9 +151,29 @@ class MetadataBuilder:
             else:
                 kept.append(entry)
         self._snapshot_log = kept
-        for key in ("statistics", "partition-statistics"):
+        for key in (STATISTICS, PARTITION_STATISTICS):
             if isinstance(self._extra.get(key), list):
                 self._extra[key] = [s for s in self._extra[key] if s.get("snapshot-id") not in gone]
+        return self
+
+    # Identity and format --------------------------------------------------------------------
+
+    def assign_uuid(self, table_uuid: str) -> MetadataBuilder:
+        if self.base.table_uuid not in (None, table_uuid):
+            raise ValidationError(
+                f"cannot reassign table uuid {self.base.table_uuid} to {table_uuid}"
+            )
+        self._changes["table_uuid"] = table_uuid
+        return self
+
+    def upgrade_format_version(self, version: int) -> MetadataBuilder:
+        """Only upward, as Iceberg allows; icecore writes v2, so v1 is upgraded on any commit."""
+        if version < self.base.format_version:
+            raise ValidationError(
+                f"cannot downgrade format version {self.base.format_version} to {version}"
+            )
+        if version > WRITTEN_FORMAT_VERSION:
+            raise ValidationError(f"format version {version} is not supported by icecore")
         return self
 
     # Schema, specs, orders, properties ----------------------------------------------------
@@ -175,9 +198,35 @@ class MetadataBuilder:
         else:
             new_id = max(s.schema_id for s in self._schemas) + 1
             self._schemas.append(replace(schema, schema_id=new_id))
+        self._last_added["schema"] = new_id
         if set_current:
-            self._changes["current_schema_id"] = new_id
+            self.set_current_schema(new_id)
         return new_id
+
+    def set_current_schema(self, schema_id: int) -> MetadataBuilder:
+        """`schema_id` -1 means the schema added last by this builder (the REST convention)."""
+        schema_id = self._resolve("schema", schema_id, [s.schema_id for s in self._schemas])
+        self._changes["current_schema_id"] = schema_id
+        return self
+
+    def set_default_spec(self, spec_id: int) -> MetadataBuilder:
+        spec_id = self._resolve("spec", spec_id, [s.spec_id for s in self._specs])
+        self._changes["default_spec_id"] = spec_id
+        return self
+
+    def set_default_sort_order(self, order_id: int) -> MetadataBuilder:
+        order_id = self._resolve("order", order_id, [o.order_id for o in self._orders])
+        self._changes["default_sort_order_id"] = order_id
+        return self
+
+    def _resolve(self, kind: str, given: int, known: list[int]) -> int:
+        if given == -1:
+            if kind not in self._last_added:
+                raise ValidationError(f"cannot use the last added {kind}: none was added")
+            return self._last_added[kind]
+        if given not in known:
+            raise ValidationError(f"{kind} id {given} does not exist")
+        return given
 
     def add_partition_spec(self, spec: PartitionSpec, set_default: bool = True) -> int:
         """Add a spec (reusing a compatible one with the same field ids) and return its id."""
@@ -192,8 +241,9 @@ class MetadataBuilder:
             self._specs.append(replace(spec, spec_id=new_id))
         last = self._changes.get("last_partition_id", self.base.last_partition_id)
         self._changes["last_partition_id"] = max(last, spec.last_assigned_field_id)
+        self._last_added["spec"] = new_id
         if set_default:
-            self._changes["default_spec_id"] = new_id
+            self.set_default_spec(new_id)
         return new_id
 
     def add_sort_order(self, order: SortOrder, set_default: bool = True) -> int:
@@ -204,12 +254,29 @@ class MetadataBuilder:
         else:
             new_id = max(o.order_id for o in self._orders) + 1
             self._orders.append(replace(order, order_id=new_id))
+        self._last_added["order"] = new_id
         if set_default:
-            self._changes["default_sort_order_id"] = new_id
+            self.set_default_sort_order(new_id)
         return new_id
 
     def set_location(self, location: str) -> MetadataBuilder:
         self._changes["location"] = location.rstrip("/")
+        return self
+
+    # Statistics (kept as the JSON objects the metadata holds) ------------------------------
+
+    def set_statistics(self, statistics: dict[str, Any], key: str = STATISTICS) -> MetadataBuilder:
+        """Add or replace the statistics file of one snapshot; `key` is `statistics` or
+        `partition-statistics`."""
+        self.remove_statistics(statistics.get("snapshot-id"), key)
+        self._extra[key] = [*(self._extra.get(key) or ()), statistics]
+        return self
+
+    def remove_statistics(self, snapshot_id: Any, key: str = STATISTICS) -> MetadataBuilder:
+        if key in self._extra:
+            self._extra[key] = [
+                s for s in self._extra[key] or () if s.get("snapshot-id") != snapshot_id
+            ]
         return self
 
     # Build --------------------------------------------------------------------------------

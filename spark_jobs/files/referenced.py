@@ -1,6 +1,6 @@
 """Every file a table's metadata versions reference, for orphan-file removal.
 
-`icecore.catalog.base.reachable_files` (the purge walk) gives the manifest lists, manifests,
+`icecore.catalog.reachable.reachable_files` (the purge walk) gives the manifest lists, manifests,
 data and delete files of the snapshots of the current metadata and of every version in its
 metadata log, the statistics files and the metadata files. A purge goes on past a manifest
 list or manifest it cannot read. Orphan removal may do so only for snapshots the current
@@ -16,7 +16,8 @@ referenced.
 
 from __future__ import annotations
 
-from icecore.catalog.base import METADATA_PATH, reachable_files
+from icecore.catalog.base import METADATA_PATH
+from icecore.catalog.reachable import reachable_files
 from icecore.errors import FileError
 from icecore.io import FileIO
 from icecore.scan import snapshot_manifests
