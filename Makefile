@@ -3,7 +3,7 @@ PYTHON ?= python3.11
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test lint java browser node
+.PHONY: demo test lint java browser node rest-server
 
 $(BIN)/activate: requirements.txt requirements-test.txt pyproject.toml
 	@command -v $(PYTHON) >/dev/null || { echo "$(PYTHON) is required" >&2; exit 1; }
@@ -19,6 +19,11 @@ $(BIN)/activate: requirements.txt requirements-test.txt pyproject.toml
 # Spark needs a JVM; a fresh Debian machine may lack one.
 java:
 	@command -v java >/dev/null || { apt-get update -qq && apt-get install -y -qq openjdk-17-jre-headless; }
+
+# The REST catalog tests compile and run Iceberg's REST server (tests/support/rest_server/): a JDK
+# (javac) and Debian's SQLite and PostgreSQL JDBC drivers.
+rest-server:
+	@{ command -v javac >/dev/null && test -f /usr/share/java/sqlite-jdbc.jar && test -f /usr/share/java/postgresql.jar; } || { apt-get update -qq && apt-get install -y -qq openjdk-17-jdk-headless libxerial-sqlite-jdbc-java libpostgresql-jdbc-java; }
 
 # The UI test renders the Airflow page in headless Debian Chromium.
 browser:
@@ -37,5 +42,5 @@ lint: $(BIN)/activate
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
-test: $(BIN)/activate java browser node lint
+test: $(BIN)/activate java browser node rest-server lint
 	$(BIN)/python -m pytest

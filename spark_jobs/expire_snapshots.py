@@ -44,6 +44,7 @@ from pyspark.sql import SparkSession
 from icecore.catalog import Catalog
 from icecore.catalog.base import DELETE_AFTER_COMMIT
 from icecore.catalog.locations import TableDirectories, catalog_directories
+from icecore.io import FileIO
 from icecore.spec.metadata import TableMetadata
 from icecore.spec.metadata_builder import now_ms as current_time_ms
 from icecore.table import Table
@@ -91,14 +92,14 @@ def _check_floor(
         )
 
 
-def _old_metadata_deleted(catalog: Catalog, before: TableMetadata, after: TableMetadata) -> int:
+def _old_metadata_deleted(io: FileIO, before: TableMetadata, after: TableMetadata) -> int:
     """Metadata files the commit's catalog deleted (delete-after-commit)."""
     if not after.property_as_bool(DELETE_AFTER_COMMIT, False):
         return 0
     previous = {e.metadata_file for e in before.metadata_log}
     previous.add(before.metadata_location or "")
     kept = {e.metadata_file for e in after.metadata_log} | {after.metadata_location or ""}
-    return sum(1 for p in previous - kept if p and not catalog.io.exists(p))
+    return sum(1 for p in previous - kept if p and not io.exists(p))
 
 
 def run(
@@ -155,7 +156,7 @@ def run(
         executor_threshold=options.executor_delete_threshold,
         threads=options.max_concurrent_deletes,
     )
-    metadata_deleted = _old_metadata_deleted(catalog, before, result.metadata)
+    metadata_deleted = _old_metadata_deleted(table.io, before, result.metadata)
     LOG.info(
         "expired %d snapshots; deleted %d files (%d could not be), kept %d of other tables",
         len(result.expired_snapshot_ids),

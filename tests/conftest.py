@@ -7,5 +7,9 @@ from tests.support.catalogs import backend, catalog  # noqa: F401
 # started once per session when a test asks for one.
 from tests.support.objectstores import azure_store, gcs_store, s3_proxy, s3_store  # noqa: F401
 
+# `rest_catalog_server`: Apache Iceberg's own REST catalog handlers behind OAuth2 on 127.0.0.1,
+# started once per session when a test asks for it.
+from tests.support.rest_catalog import rest_catalog_server_fixture  # noqa: F401
+
 # `spark`: the one local SparkSession of the run.
 from tests.support.spark import spark  # noqa: F401

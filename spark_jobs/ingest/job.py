@@ -99,7 +99,7 @@ def run(
     keys = _keys(table, options, frame)
     result["columns_added"] = _check_columns(table, options, frame, keys, ignored)
 
-    run = RunFiles(table.io, table.metadata, "ingest", catalog.properties)
+    run = RunFiles(table.io, table.metadata, "ingest")
     try:
         if options.mode in KEYED_MODES:
             result.update(_write_changes(spark, table, run, options, frame=frame, keys=keys))

@@ -18,6 +18,10 @@ from dataclasses import dataclass, field
 from spark_jobs.specs.options import BOOLEAN, JobOptions, JobSpec, Option, OptionError
 
 CATALOG_URI_ENV = "ICEFLOE_CATALOG_URI"
+# A REST catalog's secrets, never flags: OAuth2 client credentials as `client_id:client_secret`
+# (Iceberg's `credential` property) and a static bearer token (`token`).
+CATALOG_CREDENTIAL_ENV = "ICEFLOE_CATALOG_CREDENTIAL"
+CATALOG_TOKEN_ENV = "ICEFLOE_CATALOG_TOKEN"
 # Catalog properties as a JSON object, merged under the --catalog-property flags: how a runner
 # hands a job credentials (s3.secret-access-key, adls.sas-token, ...) without putting them on
 # a command line, which process listings and logs show.
@@ -32,6 +36,7 @@ class CatalogArgs:
     """Where the table is: the catalog options every job shares."""
 
     uri: str | None = None
+    type: str | None = None
     name: str = "default"
     warehouse: str | None = None
     properties: dict[str, str] = field(default_factory=dict)
@@ -55,8 +60,15 @@ def _add_catalog_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--catalog-uri",
         metavar="URI",
-        help=f"SQLAlchemy URL of the catalog database (default: ${CATALOG_URI_ENV}, else the "
-        "SQLite file catalog.db in the warehouse)",
+        help="SQLAlchemy URL of a SQL catalog's database, or a REST catalog's http(s):// URI "
+        f"(default: ${CATALOG_URI_ENV}, else the SQLite file catalog.db in the warehouse)",
+    )
+    group.add_argument(
+        "--catalog-type",
+        choices=("sql", "rest"),
+        help="catalog type (default: rest for an http(s):// URI, else sql); a REST catalog's "
+        f"credential comes from ${CATALOG_CREDENTIAL_ENV} (client_id:client_secret) or "
+        f"${CATALOG_TOKEN_ENV}, never from a flag",
     )
     group.add_argument(
         "--catalog-property",
@@ -110,6 +122,7 @@ def parse_job_args(spec: JobSpec, argv: Sequence[str] | None) -> JobArgs:
     namespace = vars(build_parser(spec).parse_args(argv))
     catalog = CatalogArgs(
         uri=namespace.pop("catalog_uri"),
+        type=namespace.pop("catalog_type"),
         name=namespace.pop("catalog_name"),
         warehouse=namespace.pop("warehouse"),
         properties=dict(namespace.pop("catalog_property")),
