@@ -8,12 +8,10 @@ and, on S3, in DuckDB (httpfs with an S3 secret pointing at moto).
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 from urllib.parse import urlsplit
 
 import pyarrow as pa
@@ -25,75 +23,20 @@ from icecore.catalog import SqlCatalog
 from icecore.table import Table
 from spark_jobs.convert_equality_deletes import run as convert_equality_deletes
 from spark_jobs.expire_snapshots import run as expire_snapshots
-from spark_jobs.ingest import run as ingest
 from spark_jobs.remove_orphan_files import run as remove_orphan_files
 from spark_jobs.rewrite_data_files import run as rewrite_data_files
 from spark_jobs.rewrite_position_deletes import run as rewrite_position_deletes
 from spark_jobs.specs.jobs import (
     ConvertEqualityDeletesOptions,
     ExpireSnapshotsOptions,
-    IngestOptions,
     RemoveOrphanFilesOptions,
     RewriteDataFilesOptions,
     RewritePositionDeletesOptions,
 )
+from tests.support.batches import Model, Rows, batch, feed
 from tests.support.duckdb import connect, extension_path
 from tests.support.objectstores import ObjectStore
 from tests.support.reader import scan_rows
-
-SOURCE = "id long, v string, ts timestamp_ntz, op string"
-EPOCH = dt.datetime(1970, 1, 1)
-Rows = Counter[tuple[Any, ...]]
-
-
-class Model:
-    """The rows the batches leave, by the ingestion contract (`I` adds, `U` replaces every
-    row of its key, `D` deletes them; upsert replaces, delete removes, overwrite replaces
-    the whole table)."""
-
-    def __init__(self) -> None:
-        self.rows: list[tuple[int, str, int]] = []
-
-    def apply(self, mode: str, batch: list[tuple[Any, ...]]) -> None:
-        if mode == "overwrite":
-            self.rows = []
-        by_mode = {"append": "I", "overwrite": "I", "upsert": "U", "delete": "D"}
-        for key, v, ts, change in batch:
-            op = by_mode.get(mode, change)
-            if op != "I":
-                self.rows = [r for r in self.rows if r[0] != key]
-            if op != "D":
-                self.rows.append((key, v, (ts - EPOCH) // dt.timedelta(microseconds=1)))
-
-    def counter(self) -> Rows:
-        return Counter(self.rows)
-
-
-def _batch(first: int, n: int, ops: str = "I", tag: str = "") -> list[tuple[Any, ...]]:
-    return [
-        (k, f"{tag}{k}", dt.datetime(2024, 1, 1 + k % 3, k % 24), ops[k % len(ops)])
-        for k in range(first, first + n)
-    ]
-
-
-def _ingest(
-    spark: SparkSession,
-    catalog: SqlCatalog,
-    table: str,
-    *,
-    mode: str,
-    rows: list[Any],
-    model: Model,
-) -> None:
-    frame = spark.createDataFrame(rows, SOURCE)
-    if mode != "cdc":
-        frame = frame.drop("op")
-    keyed = {"key": ["id"]} if mode in ("upsert", "delete", "cdc") else {}
-    options = IngestOptions(
-        table=table, mode=mode, create=True, partition_by="bucket(2, id)", **keyed
-    )
-    assert ingest(spark, catalog, options, source=frame)["status"] == "committed"
-    model.apply(mode, rows)
 
 
 def _pyiceberg_rows(table: Table, properties: dict[str, str]) -> Rows:
@@ -151,11 +94,11 @@ def test_every_job_and_ingestion_mode_on_s3(
     spark_conf = spark.sparkContext.getConf()
     assert not any("hadoop-aws" in v for _, v in spark_conf.getAll())  # no S3A connector
 
-    _ingest(spark, catalog, table_name, mode="append", rows=_batch(0, 40), model=model)
-    _ingest(spark, catalog, table_name, mode="overwrite", rows=_batch(0, 30, tag="o"), model=model)
-    _ingest(spark, catalog, table_name, mode="cdc", rows=_batch(10, 30, "IUUD", "c"), model=model)
-    _ingest(spark, catalog, table_name, mode="upsert", rows=_batch(20, 10, tag="u"), model=model)
-    _ingest(spark, catalog, table_name, mode="delete", rows=_batch(0, 5), model=model)
+    feed(spark, catalog, table_name, mode="append", rows=batch(0, 40), model=model)
+    feed(spark, catalog, table_name, mode="overwrite", rows=batch(0, 30, tag="o"), model=model)
+    feed(spark, catalog, table_name, mode="cdc", rows=batch(10, 30, "IUUD", "c"), model=model)
+    feed(spark, catalog, table_name, mode="upsert", rows=batch(20, 10, tag="u"), model=model)
+    feed(spark, catalog, table_name, mode="delete", rows=batch(0, 5), model=model)
     table = catalog.load_table(table_name)
     assert table.health().totals.equality_deletes.files > 0
     assert _duckdb_rows(table, s3_store) == model.counter()
@@ -176,7 +119,7 @@ def test_every_job_and_ingestion_mode_on_s3(
 
     # A sibling table whose location shares the prefix `<wh>/db/t` (S3 lists raw prefixes).
     sibling, sibling_model = "db.t_2", Model()
-    _ingest(spark, catalog, sibling, mode="append", rows=_batch(100, 10), model=sibling_model)
+    feed(spark, catalog, sibling, mode="append", rows=batch(100, 10), model=sibling_model)
     location = table.metadata.location
     orphan = f"{location}/data/orphan.parquet"
     table.io.write_bytes(orphan, b"left behind by a crashed writer")
@@ -211,8 +154,8 @@ def test_ingest_compact_and_remove_orphans(
     catalog = _catalog(store, tmp_path)
     try:
         model = Model()
-        _ingest(spark, catalog, "db.t", mode="append", rows=_batch(0, 30), model=model)
-        _ingest(spark, catalog, "db.t", mode="cdc", rows=_batch(10, 20, "IUUD", "c"), model=model)
+        feed(spark, catalog, "db.t", mode="append", rows=batch(0, 30), model=model)
+        feed(spark, catalog, "db.t", mode="cdc", rows=batch(10, 20, "IUUD", "c"), model=model)
         convert_equality_deletes(spark, catalog, ConvertEqualityDeletesOptions(table="db.t"))
         rewrite_data_files(spark, catalog, RewriteDataFilesOptions(table="db.t", rewrite_all=True))
         table = catalog.load_table("db.t")
