@@ -115,7 +115,7 @@ def test_metadata_that_is_not_utf8(example: WorkedExample, tmp_path: Path) -> No
     )
 
 
-@pytest.mark.parametrize("version", [0, 3])
+@pytest.mark.parametrize("version", [0, 4])
 def test_unknown_format_version(example: WorkedExample, tmp_path: Path, version: int) -> None:
     path = _metadata_variant(
         example, f"00009-v{version}.metadata.json", lambda d: d.update({"format-version": version})

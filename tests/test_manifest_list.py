@@ -354,7 +354,7 @@ def py_manifest(m: Any) -> tuple[Any, ...]:
 
 
 def our_manifest(m: ManifestFile) -> tuple[Any, ...]:
-    *fields, partitions, key_metadata = astuple(m)
+    *fields, partitions, key_metadata, _first_row_id = astuple(m)
     return (*fields, [tuple(s) for s in partitions or []], key_metadata)
 
 

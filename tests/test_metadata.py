@@ -409,7 +409,8 @@ def _dup_snapshot() -> list:
 @pytest.mark.parametrize(
     ("doc", "problem"),
     [
-        (_with(V2, format_version=3), "unsupported format-version 3"),
+        (_with(V2, format_version=4), "unsupported format-version 4"),
+        (_with(V2, format_version=3), "next-row-id is required in format v3"),
         (_with(V2, format_version=0), "unsupported format-version 0"),
         (_with(V2, format_version="2"), "'format-version' must be an integer"),
         (_with(V2, format_version=...), "'format-version' is missing"),

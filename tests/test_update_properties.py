@@ -33,7 +33,8 @@ def test_set_and_remove(catalog: SqlCatalog, table: Table) -> None:
 @pytest.mark.parametrize(
     ("key", "value", "message"),
     [
-        ("format-version", "3", "reserved"),
+        ("format-version", "1", "can be set to 2 or 3"),
+        ("uuid", "x", "reserved"),
         ("current-snapshot-id", "1", "reserved"),
         ("commit.retry.num-retries", "many", "must be an integer >= 0"),
         ("commit.retry.num-retries", "-1", "must be an integer >= 0"),

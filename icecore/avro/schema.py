@@ -20,6 +20,8 @@ from icecore.spec.types import (
     DoubleType,
     FixedType,
     FloatType,
+    GeographyType,
+    GeometryType,
     IcebergType,
     IntegerType,
     ListType,
@@ -28,10 +30,14 @@ from icecore.spec.types import (
     NestedField,
     StringType,
     StructType,
+    TimestampNanoType,
     TimestampType,
+    TimestamptzNanoType,
     TimestamptzType,
     TimeType,
+    UnknownType,
     UUIDType,
+    VariantType,
 )
 
 FIELD_ID = "field-id"
@@ -70,6 +76,10 @@ SPLIT_OFFSETS = NestedField(132, "split_offsets", ListType(133, LongType(), True
 EQUALITY_IDS = NestedField(135, "equality_ids", ListType(136, IntegerType(), True))
 SORT_ORDER_ID = NestedField(140, "sort_order_id", IntegerType())
 REFERENCED_DATA_FILE = NestedField(143, "referenced_data_file", StringType())
+# v3: row lineage, and the byte range of a deletion vector inside its Puffin file.
+FIRST_ROW_ID = NestedField(142, "first_row_id", LongType())
+CONTENT_OFFSET = NestedField(144, "content_offset", LongType())
+CONTENT_SIZE_IN_BYTES = NestedField(145, "content_size_in_bytes", LongType())
 
 # Column metrics: the part of a data_file that planning without filters never looks at.
 METRICS_FIELD_IDS = frozenset(
@@ -109,11 +119,27 @@ MANIFEST_FILE = StructType(
     NestedField(507, "partitions", ListType(508, FIELD_SUMMARY, True)),
     NestedField(519, "key_metadata", BinaryType()),
 )
+# v3 adds the first row id of a data manifest's rows (row lineage).
+MANIFEST_FILE_V3 = StructType(*MANIFEST_FILE.fields, NestedField(520, "first_row_id", LongType()))
 
 
-def data_file_type(partition_type: StructType) -> StructType:
-    """The v2 `data_file` struct for one partition spec's partition type."""
-    return StructType(
+def data_file_type(partition_type: StructType, format_version: int = 2) -> StructType:
+    """The `data_file` struct (v2, or v3 with row lineage and DV fields) for one partition
+    spec's partition type, in Java's field order."""
+    if format_version >= 3:
+        return StructType(
+            *_data_file_fields(partition_type),
+            SORT_ORDER_ID,
+            FIRST_ROW_ID,
+            REFERENCED_DATA_FILE,
+            CONTENT_OFFSET,
+            CONTENT_SIZE_IN_BYTES,
+        )
+    return StructType(*_data_file_fields(partition_type), SORT_ORDER_ID, REFERENCED_DATA_FILE)
+
+
+def _data_file_fields(partition_type: StructType) -> tuple[NestedField, ...]:
+    return (
         CONTENT,
         FILE_PATH,
         FILE_FORMAT,
@@ -129,32 +155,37 @@ def data_file_type(partition_type: StructType) -> StructType:
         KEY_METADATA,
         SPLIT_OFFSETS,
         EQUALITY_IDS,
-        SORT_ORDER_ID,
-        REFERENCED_DATA_FILE,
     )
 
 
-def manifest_entry_type(partition_type: StructType) -> StructType:
-    """The v2 `manifest_entry` struct for one partition spec's partition type."""
+def manifest_entry_type(partition_type: StructType, format_version: int = 2) -> StructType:
+    """The `manifest_entry` struct for one partition spec's partition type."""
     return StructType(
         STATUS,
         SNAPSHOT_ID,
         SEQUENCE_NUMBER,
         FILE_SEQUENCE_NUMBER,
-        NestedField(DATA_FILE_ID, "data_file", data_file_type(partition_type), required=True),
+        NestedField(
+            DATA_FILE_ID,
+            "data_file",
+            data_file_type(partition_type, format_version),
+            required=True,
+        ),
     )
 
 
-def manifest_entry_avro_schema(partition_type: StructType) -> dict[str, Any]:
-    """The Avro schema Java writes for v2 manifests (`manifest_entry`, `r2`, `r102`)."""
+def manifest_entry_avro_schema(
+    partition_type: StructType, format_version: int = 2
+) -> dict[str, Any]:
+    """The Avro schema Java writes for manifests (`manifest_entry`, `r2`, `r102`)."""
     # Partition fields are always optional: a transform may produce null for any row.
     optional = StructType(*(_as_optional(f) for f in partition_type.fields))
-    return to_avro(manifest_entry_type(optional), "manifest_entry")
+    return to_avro(manifest_entry_type(optional, format_version), "manifest_entry")
 
 
-def manifest_list_avro_schema() -> dict[str, Any]:
-    """The Avro schema Java writes for v2 manifest lists (`manifest_file`, `r508`)."""
-    return to_avro(MANIFEST_FILE, "manifest_file")
+def manifest_list_avro_schema(format_version: int = 2) -> dict[str, Any]:
+    """The Avro schema Java writes for manifest lists (`manifest_file`, `r508`)."""
+    return to_avro(MANIFEST_FILE_V3 if format_version >= 3 else MANIFEST_FILE, "manifest_file")
 
 
 def _as_optional(f: NestedField) -> NestedField:
@@ -201,7 +232,7 @@ def _field(f: NestedField) -> dict[str, Any]:
     if f.required:
         out["type"] = avro_type
     else:
-        out["type"] = ["null", avro_type]
+        out["type"] = _optional(avro_type)
         out["default"] = None
     out[FIELD_ID] = f.field_id
     if name != f.name:
@@ -209,21 +240,36 @@ def _field(f: NestedField) -> dict[str, Any]:
     return out
 
 
+def _optional(avro_type: Any) -> Any:
+    """A nullable Avro type: a union with null, except for `unknown`, which is already null
+    (Java's `AvroSchemaUtil.toOption`; a union cannot hold null twice)."""
+    return avro_type if avro_type == "null" else ["null", avro_type]
+
+
 def _type(t: IcebergType, owner_id: int) -> Any:
     """The Avro type of `t`; `owner_id` names nested records (`r<id>`) the way Java does."""
     if isinstance(t, StructType):
         return to_avro(t, f"r{owner_id}")
+    if isinstance(t, VariantType):
+        # Spec Appendix A: a record of `metadata` and `value` bytes, accessed by name, no field
+        # ids; Java names it like a struct and marks it with the `variant` logical type.
+        return {
+            "type": "record",
+            "name": f"r{owner_id}",
+            "fields": [{"name": "metadata", "type": "bytes"}, {"name": "value", "type": "bytes"}],
+            "logicalType": "variant",
+        }
     if isinstance(t, ListType):
         items = _type(t.element_type, t.element_id)
         return {
             "type": "array",
-            "items": items if t.element_required else ["null", items],
+            "items": items if t.element_required else _optional(items),
             ELEMENT_ID: t.element_id,
         }
     if isinstance(t, MapType):
         value = _type(t.value_type, t.value_id)
         if not t.value_required:
-            value = ["null", value]
+            value = _optional(value)
         if isinstance(t.key_type, StringType):
             return {"type": "map", "values": value, KEY_ID: t.key_id, VALUE_ID: t.value_id}
         # Avro maps only allow string keys: other keys become an array of key/value records.
@@ -274,6 +320,12 @@ _SIMPLE: dict[type, Any] = {
     TimeType: {"type": "long", "logicalType": "time-micros"},
     TimestampType: {"type": "long", "logicalType": "timestamp-micros", "adjust-to-utc": False},
     TimestamptzType: {"type": "long", "logicalType": "timestamp-micros", "adjust-to-utc": True},
+    # v3. `timestamp-nanos` is an Iceberg convention (Appendix A note 2).
+    TimestampNanoType: {"type": "long", "logicalType": "timestamp-nanos", "adjust-to-utc": False},
+    TimestamptzNanoType: {"type": "long", "logicalType": "timestamp-nanos", "adjust-to-utc": True},
+    UnknownType: "null",  # always null; optional, so never wrapped in a union (see _optional)
+    GeometryType: "bytes",  # WKB
+    GeographyType: "bytes",
 }
 
 

@@ -85,7 +85,7 @@ class FastAppend(SnapshotProducer):
 
     def _write_manifest_list(
         self, base: TableMetadata, parent: Snapshot | None, location: str, sequence_number: int
-    ) -> tuple[list[ManifestFile], int]:
+    ) -> tuple[list[ManifestFile], int, int | None]:
         if parent is not None and parent.manifest_list is not None:
             spliced = splice_parent_list(
                 self.table.io,
@@ -94,6 +94,8 @@ class FastAppend(SnapshotProducer):
                 manifests=self._new_file_manifests(base),
                 parent_list=parent.manifest_list,
                 codec=self._codec(base),
+                format_version=base.format_version,
+                next_row_id=base.next_row_id,
             )
             if spliced is not None:
                 return spliced

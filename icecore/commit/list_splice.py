@@ -88,17 +88,28 @@ def splice_parent_list(
     manifests: list[ManifestFile],
     parent_list: str,
     codec: str,
-) -> tuple[list[ManifestFile], int] | None:
+    format_version: int = 2,
+    next_row_id: int | None = None,
+) -> tuple[list[ManifestFile], int, int | None] | None:
     """Write the list of `snapshot` (id, parent id, sequence number) at `location`: the
     `manifests` first, then every entry of `parent_list`, copied as raw blocks.
 
-    Returns the manifests as listed (sequence numbers assigned) and the number of carried
-    entries, or None, having written nothing, when the parent list is not of our format.
+    Returns the manifests as listed (sequence numbers assigned), the number of carried
+    entries and (v3) the row ids assigned to the new manifests, or None, having written
+    nothing, when the parent list is not of our format (a v3 list of ours has given every
+    data manifest its row ids, so carried entries need none).
     """
     snapshot_id, parent_id, sequence_number = snapshot
     captured = _Captured()
     writer = ManifestListWriter(
-        cast(FileIO, captured), location, snapshot_id, parent_id, sequence_number, codec=codec
+        cast(FileIO, captured),
+        location,
+        snapshot_id,
+        parent_id,
+        sequence_number,
+        codec=codec,
+        format_version=format_version,
+        next_row_id=next_row_id,
     )
     writer.add_all(manifests)
     listed = writer.close()
@@ -115,4 +126,7 @@ def splice_parent_list(
     carried = sum(count for count, _ in _blocks(parent, parent_list))
     parts.append(parent.data[parent.blocks_at :])
     io.write_bytes(location, b"".join(parts))
-    return listed, carried
+    added_rows = None
+    if next_row_id is not None and writer.next_row_id is not None:
+        added_rows = writer.next_row_id - next_row_id
+    return listed, carried, added_rows

@@ -147,7 +147,7 @@ class SnapshotProducer(TableUpdate):
         name = f"snap-{self.snapshot_id}-{self._list_attempt}-{self._commit_uuid}.avro"
         location = metadata_file_location(base, name)
         self._written.append(location)
-        own, kept = self._write_manifest_list(base, parent, location, sequence_number)
+        own, kept, added_rows = self._write_manifest_list(base, parent, location, sequence_number)
         self._lists[location] = own
         manifest_counts = {
             CREATED_MANIFESTS: str(len(own)),
@@ -171,15 +171,18 @@ class SnapshotProducer(TableUpdate):
             sequence_number=sequence_number,
             summary=summary,
             schema_id=base.current_schema_id,
+            first_row_id=base.next_row_id if base.format_version >= 3 else None,
+            added_rows=added_rows,
         )
         builder = MetadataBuilder(base).add_snapshot(snapshot)
         return builder.set_branch_snapshot(self.branch, self.snapshot_id).build(timestamp_ms)
 
     def _write_manifest_list(
         self, base: TableMetadata, parent: Snapshot | None, location: str, sequence_number: int
-    ) -> tuple[list[ManifestFile], int]:
+    ) -> tuple[list[ManifestFile], int, int | None]:
         """Write the list of `_manifests` at `location`; return the listed manifests this
-        update wrote (sequence numbers assigned) and how many others it carried over."""
+        update wrote (sequence numbers assigned), how many others it carried over, and (v3)
+        how many row ids the list assigned."""
         writer = ManifestListWriter(
             self.table.io,
             location,
@@ -187,11 +190,17 @@ class SnapshotProducer(TableUpdate):
             None if parent is None else parent.snapshot_id,
             sequence_number,
             codec=self._codec(base),
+            format_version=base.format_version,
+            next_row_id=base.next_row_id,
         )
         writer.add_all(self._manifests(base, parent))
         listed = writer.close()
         own = [m for m in listed if m.added_snapshot_id == self.snapshot_id]
-        return own, len(listed) - len(own)
+        added_rows = None
+        if base.format_version >= 3:
+            assert writer.next_row_id is not None and base.next_row_id is not None
+            added_rows = writer.next_row_id - base.next_row_id
+        return own, len(listed) - len(own), added_rows
 
     # Files ----------------------------------------------------------------------------------
 
@@ -210,6 +219,7 @@ class SnapshotProducer(TableUpdate):
             self.snapshot_id,
             content=content,
             codec=self._codec(base),
+            format_version=base.format_version,
         )
 
     def _codec(self, base: TableMetadata) -> str:

@@ -13,6 +13,13 @@ deletes for one data file is a dictionary lookup and a bisection, not a scan of 
 file: planning 500,000 data files against 50,000 deletes must stay linear.
 Position deletes that name a single data file (`referenced_data_file`, or equal `file_path`
 bounds as Iceberg's writers produce for file-scoped deletes) are indexed by that path directly.
+
+v3 deletion vectors (`deletion-vector-v1` blobs in Puffin files) apply to exactly their
+`referenced_data_file`. A data file has at most one: two live DVs for one file is a corrupt
+table, refused with both names. A DV holds every position deleted from its file, including
+those of position delete files written before the table's upgrade, so where a DV applies the
+older position delete files for that file are not returned (Java's `DeleteFileIndex` does
+the same).
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from icecore.errors import ValidationError
 from icecore.spec.manifest import DataFile, FileContent
 
 # Reserved field ids of position delete files (spec: "Position Delete Files").
@@ -77,6 +85,7 @@ class DeleteFileIndex:
         self._eq_by_partition: dict[tuple[int, tuple], _SeqSorted] = defaultdict(_SeqSorted)
         self._pos_by_partition: dict[tuple[int, tuple], _SeqSorted] = defaultdict(_SeqSorted)
         self._pos_by_path: dict[str, _SeqSorted] = defaultdict(_SeqSorted)
+        self._dvs: dict[str, tuple[int, DataFile]] = {}
         self._count = 0
         self._frozen = False
 
@@ -93,6 +102,8 @@ class DeleteFileIndex:
             else:
                 key = (delete_file.spec_id, delete_file.partition)
                 self._eq_by_partition[key].add(data_sequence_number, delete_file)
+        elif delete_file.is_deletion_vector:
+            self._add_dv(delete_file, data_sequence_number)
         elif delete_file.content == FileContent.POSITION_DELETES:
             if (referenced := _referenced_data_file(delete_file)) is not None:
                 self._pos_by_path[referenced].add(data_sequence_number, delete_file)
@@ -101,6 +112,18 @@ class DeleteFileIndex:
                 self._pos_by_partition[key].add(data_sequence_number, delete_file)
         else:
             raise ValueError(f"{delete_file.file_path} is a data file, not a delete file")
+
+    def _add_dv(self, dv: DataFile, data_sequence_number: int) -> None:
+        referenced = dv.referenced_data_file
+        if referenced is None:
+            raise ValidationError(f"deletion vector in {dv.file_path} has no referenced_data_file")
+        if (other := self._dvs.get(referenced)) is not None:
+            raise ValidationError(
+                f"corrupt table: data file {referenced} has two deletion vectors "
+                f"({other[1].file_path} at offset {other[1].content_offset} and "
+                f"{dv.file_path} at offset {dv.content_offset}); a data file may have one"
+            )
+        self._dvs[referenced] = (data_sequence_number, dv)
 
     def freeze(self) -> DeleteFileIndex:
         for group in (
@@ -120,9 +143,13 @@ class DeleteFileIndex:
             return ()
         key = (data_file.spec_id, data_file.partition)
         found: list[DataFile] = []
-        if (by_path := self._pos_by_path.get(data_file.file_path)) is not None:
+        dv = self._dvs.get(data_file.file_path)
+        has_dv = dv is not None and dv[0] >= data_sequence_number
+        if has_dv:
+            found.append(dv[1])  # it supersedes the file's older position delete files
+        elif (by_path := self._pos_by_path.get(data_file.file_path)) is not None:
             found.extend(f for _, f in by_path.at_least(data_sequence_number))
-        if (by_partition := self._pos_by_partition.get(key)) is not None:
+        if not has_dv and (by_partition := self._pos_by_partition.get(key)) is not None:
             path = data_file.file_path.encode("utf-8")
             for _, delete_file in by_partition.at_least(data_sequence_number):
                 lower, upper = _path_bounds(delete_file)

@@ -55,7 +55,7 @@ if TYPE_CHECKING:
     from icecore.spec.partitioning import PartitionSpec
     from icecore.spec.schema import Schema
 
-FORMAT_VERSION = 2
+FORMAT_VERSION = 2  # the version written unless the table is v3
 
 
 class FileContent(IntEnum):
@@ -106,7 +106,18 @@ class DataFile:
     equality_ids: list[int] | None = None
     sort_order_id: int | None = None
     referenced_data_file: str | None = None
+    # v3: the row id of the file's first row (inherited from the manifest when null), and a
+    # deletion vector's byte range within its Puffin file.
+    first_row_id: int | None = None
+    content_offset: int | None = None
+    content_size_in_bytes: int | None = None
     spec_id: int = 0
+
+    @property
+    def is_deletion_vector(self) -> bool:
+        return (
+            self.file_format == FileFormat.PUFFIN and self.content == FileContent.POSITION_DELETES
+        )
 
 
 @dataclass(slots=True)
@@ -148,8 +159,10 @@ class ManifestWriter:
         *,
         content: ManifestContent = ManifestContent.DATA,
         codec: str = "deflate",
+        format_version: int = FORMAT_VERSION,
     ) -> None:
         self._io = io
+        self.format_version = max(format_version, FORMAT_VERSION)
         self.location = location
         self.spec = spec
         self.schema = schema
@@ -157,7 +170,7 @@ class ManifestWriter:
         self.content = ManifestContent(content)
         self._codec = codec
         partition_type = spec.partition_type(schema)
-        self._avro_schema = manifest_entry_avro_schema(partition_type)
+        self._avro_schema = manifest_entry_avro_schema(partition_type, self.format_version)
         self._partition_names = [make_compatible_name(f.name) for f in partition_type.fields]
         self._partition_stats = [PartitionFieldStats(f.field_type) for f in partition_type.fields]
         self._records: list[dict[str, Any]] = []
@@ -204,7 +217,7 @@ class ManifestWriter:
                 "schema-id": str(self.schema.schema_id),
                 "partition-spec": json.dumps(self.spec.fields_json()),
                 "partition-spec-id": str(self.spec.spec_id),
-                "format-version": str(FORMAT_VERSION),
+                "format-version": str(self.format_version),
                 "content": "data" if self.content == ManifestContent.DATA else "deletes",
             }
             length = write_avro(
@@ -284,7 +297,7 @@ class ManifestWriter:
                 "snapshot_id": snapshot_id,
                 "sequence_number": sequence_number,
                 "file_sequence_number": file_sequence_number,
-                "data_file": _data_file_record(data_file, partition),
+                "data_file": _data_file_record(data_file, partition, self.format_version),
             }
         )
         counts = self._counts[status]
@@ -331,8 +344,8 @@ def _kv(values: dict[int, Any] | None) -> list[dict[str, Any]] | None:
     return None if values is None else [{"key": k, "value": v} for k, v in values.items()]
 
 
-def _data_file_record(f: DataFile, partition: dict[str, Any]) -> dict[str, Any]:
-    return {
+def _data_file_record(f: DataFile, partition: dict[str, Any], version: int) -> dict[str, Any]:
+    record = {
         "content": int(f.content),
         "file_path": f.file_path,
         "file_format": str(f.file_format).upper(),
@@ -351,18 +364,24 @@ def _data_file_record(f: DataFile, partition: dict[str, Any]) -> dict[str, Any]:
         "sort_order_id": f.sort_order_id,
         "referenced_data_file": f.referenced_data_file,
     }
+    if version >= 3:
+        record["first_row_id"] = f.first_row_id
+        record["content_offset"] = f.content_offset
+        record["content_size_in_bytes"] = f.content_size_in_bytes
+    return record
 
 
 # Reading ------------------------------------------------------------------------------------
 
 _ENTRY_NAMES = {f.field_id: f.name for f in manifest_entry_type(StructType()).fields}
-_DATA_FILE_NAMES = {f.field_id: f.name for f in data_file_type(StructType()).fields}
+_DATA_FILE_NAMES = {f.field_id: f.name for f in data_file_type(StructType(), 3).fields}
 _METRICS_NAMES = frozenset(_DATA_FILE_NAMES[i] for i in METRICS_FIELD_IDS)
 _ENTRY_REQUIRED = (0, DATA_FILE_ID)  # snapshot_id is required in v1 only, and inherited
 _DATA_FILE_REQUIRED = (100, 101, PARTITION_ID, 103, 104)
 # Decoded tuples come in these orders; the data file's is DataFile's own (without spec_id).
 _ENTRY_READ = ("status", "snapshot_id", "sequence_number", "file_sequence_number", "data_file")
 _DATA_FILE_READ = tuple(f.name for f in fields(DataFile) if f.name != "spec_id")
+_FIRST_ROW_ID = _DATA_FILE_READ.index("first_row_id")
 _STATUSES = {s.value: s for s in EntryStatus}
 _CONTENTS = {None: FileContent.DATA} | {c.value: c for c in FileContent}  # v1: all data
 _FORMATS = {name: f for f in FileFormat for name in (f.value, f.value.lower())}
@@ -376,7 +395,7 @@ def read_manifest(
     include_metrics: bool = True,
     live_only: bool = False,
 ) -> Iterator[ManifestEntry]:
-    """Stream the entries of a v1 or v2 manifest, with inherited values filled in.
+    """Stream the entries of a v1, v2 or v3 manifest, with inherited values filled in.
 
     Partition tuples follow the field order of `spec` (default: the spec stored in the
     manifest), matched to the file's partition struct by field id. Without
@@ -402,10 +421,16 @@ def read_manifest(
     data_seq = _SequenceNumbers(avro_file, layout.has_sequence_number, inherited, manifest)
     file_seq = _SequenceNumbers(avro_file, layout.has_file_sequence_number, inherited, manifest)
     statuses, contents, formats, deleted = _STATUSES, _CONTENTS, _FORMATS, EntryStatus.DELETED
+    # v3 row lineage: data files without a first_row_id take the next ids of the manifest's
+    # range, in file order (spec: "First Row ID Inheritance").
+    next_row_id = manifest.first_row_id
     for code, snapshot_id, seq, fseq, df in avro_file.records(decode):
         status = statuses.get(code)
         if status is None:
             raise avro_file.error(f"has an entry with unknown status {code}")
+        first_row_id = None
+        if next_row_id is not None and df[_FIRST_ROW_ID] is None:
+            first_row_id, next_row_id = next_row_id, next_row_id + df[3]
         if live_only and status is deleted:
             continue
         # `rest`: column_sizes .. referenced_data_file, decoded in DataFile's field order.
@@ -416,14 +441,17 @@ def read_manifest(
             raise avro_file.error(
                 f"lists {path} with unknown format {raw_format!r} or content {raw_content!r}"
             )
+        data_file = DataFile(
+            path, file_format, partition, record_count, file_size, content, *rest, spec_id
+        )
+        if first_row_id is not None:
+            data_file.first_row_id = first_row_id
         yield ManifestEntry(
             status,
             added_snapshot_id if snapshot_id is None else snapshot_id,
             data_seq.resolve(status, path) if seq is None else seq,
             file_seq.resolve(status, path) if fseq is None else fseq,
-            DataFile(
-                path, file_format, partition, record_count, file_size, content, *rest, spec_id
-            ),
+            data_file,
         )
 
 

@@ -24,7 +24,7 @@ from icecore.avro.container import (
     with_field_type,
     write_avro,
 )
-from icecore.avro.schema import MANIFEST_FILE, manifest_list_avro_schema
+from icecore.avro.schema import MANIFEST_FILE_V3, manifest_list_avro_schema
 from icecore.errors import ValidationError
 from icecore.spec.conversions import encoder
 from icecore.spec.types import DoubleType, FloatType, IcebergType, UUIDType
@@ -75,6 +75,8 @@ class ManifestFile:
     deleted_rows_count: int | None
     partitions: list[PartitionFieldSummary] | None = None
     key_metadata: bytes | None = None
+    # v3: the first row id of the manifest's data files (assigned when a list is written).
+    first_row_id: int | None = None
 
     # The spec: "when null this is assumed to be non-zero".
     @property
@@ -153,6 +155,8 @@ class ManifestListWriter:
         sequence_number: int,
         *,
         codec: str = "deflate",
+        format_version: int = FORMAT_VERSION,
+        next_row_id: int | None = None,
     ) -> None:
         if sequence_number < 0:
             raise ValidationError(
@@ -164,6 +168,12 @@ class ManifestListWriter:
         self.parent_snapshot_id = parent_snapshot_id
         self.sequence_number = sequence_number
         self._codec = codec
+        self.format_version = max(format_version, FORMAT_VERSION)
+        if self.format_version >= 3 and next_row_id is None:
+            raise ValidationError(f"{location}: a v3 manifest list needs the table's next-row-id")
+        # v3: where row ids continue; after close(), minus the start = the snapshot's added-rows.
+        self.next_row_id = next_row_id
+        self._first_row_id = next_row_id
         self._manifests: list[ManifestFile] = []
         self._closed = False
 
@@ -186,6 +196,17 @@ class ManifestListWriter:
                 sequence_number=self.sequence_number if seq == UNASSIGNED_SEQ else seq,
                 min_sequence_number=self.sequence_number if min_seq == UNASSIGNED_SEQ else min_seq,
             )
+        if (
+            self.format_version >= 3
+            and manifest.content == ManifestContent.DATA
+            and manifest.first_row_id is None
+        ):
+            # Java's V3 writer: every data manifest without ids (new, or carried over from
+            # before an upgrade) takes a range as large as the rows it may hold.
+            assert self.next_row_id is not None
+            rows = (manifest.existing_rows_count or 0) + (manifest.added_rows_count or 0)
+            manifest = replace(manifest, first_row_id=self.next_row_id)
+            self.next_row_id += rows
         self._manifests.append(manifest)
         return manifest
 
@@ -202,13 +223,15 @@ class ManifestListWriter:
                 if self.parent_snapshot_id is not None
                 else "null",
                 "sequence-number": str(self.sequence_number),
-                "format-version": str(FORMAT_VERSION),
+                "format-version": str(self.format_version),
             }
+            if self.format_version >= 3:
+                metadata["first-row-id"] = str(self._first_row_id)
             records = [_to_record(m) for m in self._manifests]
             write_avro(
                 self._io,
                 self.location,
-                manifest_list_avro_schema(),
+                manifest_list_avro_schema(self.format_version),
                 records,
                 metadata=metadata,
                 codec=self._codec,
@@ -262,10 +285,11 @@ def _to_record(m: ManifestFile) -> dict[str, Any]:
             for s in m.partitions
         ],
         "key_metadata": m.key_metadata,
+        "first_row_id": m.first_row_id,
     }
 
 
-_NAMES = {f.field_id: f.name for f in MANIFEST_FILE.fields}
+_NAMES = {f.field_id: f.name for f in MANIFEST_FILE_V3.fields}
 _SUMMARY_NAMES = {509: "contains_null", 518: "contains_nan", 510: "lower_bound", 511: "upper_bound"}
 # Required in v1 and v2; the v2-only fields (content, sequence numbers) default as v1 says.
 _REQUIRED = (500, 501, 502, 503)
@@ -275,7 +299,7 @@ _SUMMARY_READ = tuple(f.name for f in fields(PartitionFieldSummary))
 
 
 def read_manifest_list(io: FileIO, location: str) -> list[ManifestFile]:
-    """Every manifest of a v1 or v2 manifest list, by field id.
+    """Every manifest of a v1, v2 or v3 manifest list, by field id.
 
     v1 lists have no sequence numbers or content: they read as 0 and DATA (spec Appendix E).
     """
@@ -311,7 +335,7 @@ def _schemas(avro_file: AvroFile) -> tuple[dict[str, Any], dict[str, Any]]:
 
 
 def _manifest(avro_file: AvroFile, r: tuple[Any, ...]) -> ManifestFile:
-    (path, length, spec_id, content, seq, min_seq, snapshot_id, *counts, partitions, key) = r
+    (path, length, spec_id, content, seq, min_seq, snapshot_id, *counts, partitions, key, first) = r
     if content not in (None, 0, 1):
         raise avro_file.error(f"lists {path} with unknown content {content}")
     return ManifestFile(
@@ -325,4 +349,5 @@ def _manifest(avro_file: AvroFile, r: tuple[Any, ...]) -> ManifestFile:
         *counts,
         partitions=None if partitions is None else [PartitionFieldSummary(*s) for s in partitions],
         key_metadata=key,
+        first_row_id=first,
     )

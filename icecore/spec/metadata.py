@@ -1,7 +1,8 @@
 """Table metadata: the JSON document a catalog points at (spec: "Table Metadata").
 
-Reads v1 and v2 and always writes v2. Reading follows Java's `TableMetadataParser`, including
-its defaults for fields v1 may omit, so that icecore and Spark agree on what a file means.
+Reads v1, v2 and v3; writes v2 (v1 as its v2 upgrade) or v3. Reading follows Java's
+`TableMetadataParser`, including its defaults for fields v1 may omit, so that icecore and
+Spark agree on what a file means.
 Everything icecore does not model (statistics files, partition statistics, fields added by
 newer writers) is kept in `extra` and written back untouched: dropping a field another engine
 relies on would be a silent downgrade of the table.
@@ -40,8 +41,8 @@ from icecore.spec.sorting import UNSORTED, SortOrder
 
 T = TypeVar("T")
 
-SUPPORTED_FORMAT_VERSIONS = (1, 2)
-WRITTEN_FORMAT_VERSION = 2
+SUPPORTED_FORMAT_VERSIONS = (1, 2, 3)
+WRITTEN_FORMAT_VERSION = 2  # the lowest version written: v1 metadata is written as v2
 
 _NO_SNAPSHOT = -1  # Java writes -1 for "no current snapshot" in v1 and v2 tables.
 
@@ -62,6 +63,7 @@ _MODELED_FIELDS = frozenset(
         "table-uuid",
         "location",
         "last-sequence-number",
+        "next-row-id",
         "last-updated-ms",
         "last-column-id",
         "schema",
@@ -113,12 +115,16 @@ class TableMetadata:
     refs: dict[str, SnapshotRef] = field(default_factory=dict)
     extra: dict[str, Any] = field(default_factory=dict)
     metadata_location: str | None = field(default=None, compare=False)
+    # v3 row lineage: the first row id the next snapshot's new rows take.
+    next_row_id: int | None = None
 
     def __post_init__(self) -> None:
         if self.format_version not in SUPPORTED_FORMAT_VERSIONS:
             raise ValidationError(
-                f"unsupported format-version {self.format_version}; icecore reads v1 and v2"
+                f"unsupported format-version {self.format_version}; icecore reads v1, v2 and v3"
             )
+        if self.format_version >= 3 and self.next_row_id is None:
+            raise ValidationError("next-row-id is required in format v3")
         if self.format_version >= 2 and self.table_uuid is None:
             raise ValidationError("table-uuid is required in format v2")
         if self.format_version == 1 and self.last_sequence_number != 0:
@@ -302,7 +308,7 @@ class TableMetadata:
         )
 
     def to_json(self) -> dict[str, Any]:
-        """The v2 JSON document, in Java's field order.
+        """The v2 (or v3) JSON document, in Java's field order.
 
         v1 metadata is written as its v2 upgrade; one with no table uuid must go through
         `upgrade_to_v2()` first, so that the uuid is chosen once and not at every write.
@@ -310,10 +316,11 @@ class TableMetadata:
         if self.table_uuid is None:
             raise ValidationError("metadata has no table-uuid; call upgrade_to_v2() first")
         out: dict[str, Any] = {
-            "format-version": WRITTEN_FORMAT_VERSION,
+            "format-version": max(self.format_version, WRITTEN_FORMAT_VERSION),
             "table-uuid": self.table_uuid,
             "location": self.location,
             "last-sequence-number": self.last_sequence_number,
+            **({} if self.next_row_id is None else {"next-row-id": self.next_row_id}),
             "last-updated-ms": self.last_updated_ms,
             "last-column-id": self.last_column_id,
             "current-schema-id": self.current_schema_id,
@@ -361,7 +368,7 @@ def _parse(obj: Any, location: str | None) -> TableMetadata:
     obj = require_object(obj, "table metadata")
     version = get_int(obj, "format-version")
     if version not in SUPPORTED_FORMAT_VERSIONS:
-        raise ValidationError(f"unsupported format-version {version}; icecore reads v1 and v2")
+        raise ValidationError(f"unsupported format-version {version}; icecore reads v1, v2 and v3")
     v1 = version == 1
     for name in () if v1 else _REQUIRED_SINCE_V2:
         if name not in obj:
@@ -435,6 +442,7 @@ def _parse(obj: Any, location: str | None) -> TableMetadata:
         refs=refs,
         extra={k: v for k, v in obj.items() if k not in _MODELED_FIELDS},
         metadata_location=location,
+        next_row_id=get_int(obj, "next-row-id", None) if version >= 3 else None,
     )
 
 

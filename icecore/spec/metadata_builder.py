@@ -14,13 +14,15 @@ from dataclasses import replace
 from typing import Any
 
 from icecore.errors import ValidationError
-from icecore.spec.metadata import WRITTEN_FORMAT_VERSION, TableMetadata
+from icecore.spec.metadata import SUPPORTED_FORMAT_VERSIONS, TableMetadata
 from icecore.spec.partitioning import PARTITION_FIELD_ID_START, UNPARTITIONED, PartitionSpec
 from icecore.spec.refs import MAIN_BRANCH, SnapshotRef, SnapshotRefType
 from icecore.spec.schema import Schema
 from icecore.spec.snapshots import MetadataLogEntry, Snapshot, SnapshotLogEntry
 from icecore.spec.sorting import UNSORTED, SortOrder
 
+MAX_FORMAT_VERSION = max(SUPPORTED_FORMAT_VERSIONS)
+FORMAT_VERSION_PROPERTY = "format-version"
 STATISTICS = "statistics"
 PARTITION_STATISTICS = "partition-statistics"
 PREVIOUS_VERSIONS_MAX = "write.metadata.previous-versions-max"
@@ -42,12 +44,16 @@ def new_table_metadata(
     properties: Mapping[str, str] | None = None,
     table_uuid: str | None = None,
 ) -> TableMetadata:
-    """Metadata of a new, empty v2 table; the schema's, spec's and order's ids are kept."""
+    """Metadata of a new, empty table (v2, or the `format-version` property's version, which
+    is not kept as a property, as in Java); the schema's, spec's and order's ids are kept."""
     spec.validate(schema)
+    properties = dict(properties or {})
+    version = _format_version_property(properties.pop(FORMAT_VERSION_PROPERTY, None))
     schema = replace(schema, schema_id=0)
     spec = replace(spec, spec_id=0)
     return TableMetadata(
-        format_version=2,
+        format_version=version,
+        next_row_id=0 if version >= 3 else None,
         table_uuid=table_uuid or str(uuid.uuid4()),
         location=location.rstrip("/"),
         last_sequence_number=0,
@@ -60,8 +66,16 @@ def new_table_metadata(
         last_partition_id=max(spec.last_assigned_field_id, PARTITION_FIELD_ID_START - 1),
         sort_orders=(sort_order,) if sort_order.is_unsorted else (UNSORTED, sort_order),
         default_sort_order_id=sort_order.order_id,
-        properties=dict(properties or {}),
+        properties=properties,
     )
+
+
+def _format_version_property(value: str | None) -> int:
+    if value is None:
+        return 2
+    if value.strip() not in ("1", "2", "3"):
+        raise ValidationError(f"{FORMAT_VERSION_PROPERTY} must be 1, 2 or 3, got {value!r}")
+    return max(2, int(value))  # icecore writes v1 tables as v2
 
 
 class MetadataBuilder:
@@ -85,6 +99,8 @@ class MetadataBuilder:
         self._specs = list(base.partition_specs)
         self._orders = list(base.sort_orders)
         self._extra = dict(base.extra)
+        self._format_version = base.format_version
+        self._next_row_id = base.next_row_id
         self._last_added: dict[str, int] = {}  # "schema" / "spec" / "order" -> id added
         self.dropped_metadata_log: list[MetadataLogEntry] = []
 
@@ -98,9 +114,25 @@ class MetadataBuilder:
                 f"snapshot {snapshot.snapshot_id} has sequence number {snapshot.sequence_number}, "
                 f"not above the table's last sequence number {self._last_sequence_number}"
             )
+        if self._format_version >= 3:
+            self._add_row_range(snapshot)
         self._snapshots.append(snapshot)
         self._last_sequence_number = max(self._last_sequence_number, snapshot.sequence_number)
         return self
+
+    def _add_row_range(self, snapshot: Snapshot) -> None:
+        """v3: a snapshot's new rows take ids from the table's next-row-id on (Java's rule)."""
+        if snapshot.first_row_id is None or snapshot.added_rows is None:
+            raise ValidationError(
+                f"snapshot {snapshot.snapshot_id} lacks first-row-id/added-rows (format v3)"
+            )
+        assert self._next_row_id is not None
+        if snapshot.first_row_id < self._next_row_id:
+            raise ValidationError(
+                f"snapshot {snapshot.snapshot_id} has first-row-id {snapshot.first_row_id}, "
+                f"behind the table's next-row-id {self._next_row_id}"
+            )
+        self._next_row_id = snapshot.first_row_id + snapshot.added_rows
 
     def set_branch_snapshot(self, branch: str, snapshot_id: int) -> MetadataBuilder:
         """Point `branch` at a snapshot, keeping the branch's retention settings."""
@@ -167,19 +199,33 @@ class MetadataBuilder:
         return self
 
     def upgrade_format_version(self, version: int) -> MetadataBuilder:
-        """Only upward, as Iceberg allows; icecore writes v2, so v1 is upgraded on any commit."""
+        """Only upward, as Iceberg allows; v1 is written as v2, so any commit upgrades it."""
         if version < self.base.format_version:
             raise ValidationError(
                 f"cannot downgrade format version {self.base.format_version} to {version}"
             )
-        if version > WRITTEN_FORMAT_VERSION:
+        if version > MAX_FORMAT_VERSION:
             raise ValidationError(f"format version {version} is not supported by icecore")
+        if version >= 3 > self._format_version:
+            # Row lineage starts at the upgrade: earlier rows have no ids until their
+            # manifests are listed by a v3 manifest list, which assigns them.
+            self._next_row_id = 0
+        self._format_version = max(self._format_version, version)
         return self
 
     # Schema, specs, orders, properties ----------------------------------------------------
 
     def set_properties(self, updates: Mapping[str, str]) -> MetadataBuilder:
-        self._properties.update({str(k): str(v) for k, v in updates.items()})
+        """`format-version` is reserved, as in Java: setting it upgrades the table."""
+        updates = {str(k): str(v) for k, v in updates.items()}
+        if FORMAT_VERSION_PROPERTY in updates:
+            version = updates.pop(FORMAT_VERSION_PROPERTY)
+            if not version.strip().isdigit():
+                raise ValidationError(
+                    f"{FORMAT_VERSION_PROPERTY} must be a number, got {version!r}"
+                )
+            self.upgrade_format_version(int(version))
+        self._properties.update(updates)
         return self
 
     def remove_properties(self, keys: Iterable[str]) -> MetadataBuilder:
@@ -298,9 +344,12 @@ class MetadataBuilder:
             replace(e, timestamp_ms=last_updated_ms) if e.timestamp_ms == _AT_BUILD else e
             for e in self._snapshot_log
         )
+        upgraded = base.upgrade_to_v2() if base.format_version == 1 else base
         return replace(
-            base.upgrade_to_v2() if base.format_version == 1 else base,
+            upgraded,
             **self._changes,
+            format_version=max(upgraded.format_version, self._format_version),
+            next_row_id=self._next_row_id,
             last_updated_ms=last_updated_ms,
             last_sequence_number=self._last_sequence_number,
             last_column_id=max(base.last_column_id, *(s.highest_field_id for s in schemas)),

@@ -240,6 +240,9 @@ class Snapshot:
     summary: Summary | None = None
     schema_id: int | None = None
     manifests: tuple[str, ...] | None = None
+    # v3 row lineage: the first row id assigned to this snapshot's new rows, and how many.
+    first_row_id: int | None = None
+    added_rows: int | None = None
 
     def __post_init__(self) -> None:
         if (self.manifest_list is None) == (self.manifests is None):
@@ -271,6 +274,10 @@ class Snapshot:
             out["manifests"] = list(self.manifests or ())
         if self.schema_id is not None:
             out["schema-id"] = self.schema_id
+        if self.first_row_id is not None:
+            out["first-row-id"] = self.first_row_id
+        if self.added_rows is not None:
+            out["added-rows"] = self.added_rows
         return out
 
     @classmethod
@@ -304,6 +311,8 @@ class Snapshot:
             summary=summary,
             schema_id=get_int(obj, "schema-id", None),
             manifests=manifests,
+            first_row_id=get_int(obj, "first-row-id", None),
+            added_rows=get_int(obj, "added-rows", None),
         )
 
 

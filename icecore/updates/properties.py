@@ -21,10 +21,12 @@ from icecore.updates.base import ReplayedUpdate
 if TYPE_CHECKING:
     from icecore.table import Table
 
+# Setting it upgrades the table (never downgrades), as in Java; it is not stored.
+FORMAT_VERSION = "format-version"
 # Java's TableProperties.RESERVED_PROPERTIES: derived from the metadata, never stored.
 RESERVED = frozenset(
     {
-        "format-version",
+        FORMAT_VERSION,
         "uuid",
         "snapshot-count",
         "current-snapshot-id",
@@ -63,6 +65,10 @@ def check_property(key: str, value: str) -> None:
     """Raise if `key` may not be set to `value` (reserved, or not a value icecore can parse)."""
     if not key:
         raise ValidationError("a table property needs a non-empty name")
+    if key == FORMAT_VERSION:
+        if value.strip() not in ("2", "3"):
+            raise ValidationError(f"{FORMAT_VERSION} can be set to 2 or 3, got {value!r}")
+        return
     if key in RESERVED:
         raise ValidationError(f"table property {key!r} is reserved: it is derived, not stored")
     if key in _INTEGERS:
