@@ -14,13 +14,24 @@ Spark cannot even infer the schema of a Parquet source holding uuid or time colu
 sources are read with a schema built from their footer (`arrow_source_schema`); the Iceberg
 type of each column travels in the StructField metadata key `icefloe.iceberg.type`, so a table
 created from the source gets `uuid`, `fixed[L]` and `time` columns, not binary and long.
+
+Format v3 types: `unknown` travels as Spark's null type (its values are always null).
+`timestamp_ns` / `timestamptz_ns` have no Spark type: Spark's timestamps are microseconds,
+so carrying the values as Spark timestamps would truncate them, and carrying them as longs
+would make every Spark-side timestamp operation (partition transforms, sort orders, filters,
+casts) wrong by a factor of 1000 without any error. Jobs that read or write the data of such
+a column therefore stop with `TypeNotSupported`, naming the column and the type; jobs that
+only touch metadata (snapshot expiry, orphan files) never ask for a Spark type and are
+unaffected. `variant`, `geometry` and `geography` columns are refused the same way: icecore
+keeps them in metadata but does not process their values (`unsupported_columns`).
+`check_spark_readable` refuses all of them at once, before a job plans anything.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 import pyarrow as pa
@@ -45,9 +56,12 @@ from icecore.spec.types import (
     NestedField,
     StringType,
     StructType,
+    TimestampNanoType,
     TimestampType,
+    TimestamptzNanoType,
     TimestamptzType,
     TimeType,
+    UnknownType,
     UUIDType,
     type_from_json,
 )
@@ -72,10 +86,67 @@ _TO_SPARK: dict[type[IcebergType], T.DataType] = {
     UUIDType: T.BinaryType(),  # the 16 bytes, big-endian (Iceberg's and Parquet's form)
     FixedType: T.BinaryType(),
     TimeType: T.LongType(),  # microseconds since midnight
+    UnknownType: T.NullType(),  # always null
 }
 # Types whose Parquet form Spark's writer cannot produce: files holding them are written
 # with pyarrow (see the module docstring).
 _ARROW_ONLY = (UUIDType, FixedType, TimeType, ListType, MapType)
+
+
+class TypeNotSupported(JobError):
+    """Columns whose values the Spark jobs cannot carry (see the module docstring)."""
+
+    def __init__(self, columns: Sequence[tuple[str, IcebergType]]) -> None:
+        self.columns = list(columns)
+        problems = "; ".join(
+            f"column {name or '?'} has type {t}, {_unsupported_reason(t)}" for name, t in columns
+        )
+        super().__init__(
+            f"{problems}. This job would have to read or write those values, so it stops "
+            "(jobs that only touch metadata, such as expire_snapshots, still work)"
+        )
+
+
+def _unsupported_reason(t: IcebergType) -> str:
+    if isinstance(t, TimestampNanoType | TimestamptzNanoType):
+        return (
+            "and Spark has no nanosecond timestamps (as microseconds the values would be "
+            "truncated, as longs Spark's time functions would get them wrong)"
+        )
+    return "whose values icecore keeps in metadata but does not process"
+
+
+def _spark_refuses(t: IcebergType) -> bool:
+    """timestamp_ns / timestamptz_ns, variant, geometry, geography (not their containers)."""
+    if isinstance(t, StructType | ListType | MapType):
+        return False
+    return isinstance(t, TimestampNanoType | TimestamptzNanoType) or not t.is_readable
+
+
+def check_spark_readable(fields: Iterable[NestedField]) -> None:
+    """Raise `TypeNotSupported` naming every column of `fields` (at any depth) the Spark jobs
+    cannot carry: timestamp_ns / timestamptz_ns, and the variant, geometry and geography
+    columns `icecore.spec.schema.unsupported_columns` names. A job calls it with the fields
+    it will read or write before it plans anything, so it fails at once, not in a task."""
+    bad = [(name, f.field_type) for name, f in _walk_fields(fields) if _spark_refuses(f.field_type)]
+    if bad:
+        raise TypeNotSupported(bad)
+
+
+def _walk_fields(
+    fields: Iterable[NestedField], prefix: str = ""
+) -> Iterator[tuple[str, NestedField]]:
+    """Every field at every depth with its dotted name (`col.element`, `col.key`, ...)."""
+    for f in fields:
+        name = f"{prefix}{f.name}"
+        yield name, f
+        t = f.field_type
+        if isinstance(t, StructType):
+            yield from _walk_fields(t.fields, name + ".")
+        elif isinstance(t, ListType):
+            yield from _walk_fields([t.element_field], name + ".")
+        elif isinstance(t, MapType):
+            yield from _walk_fields([t.key_field, t.value_field], name + ".")
 
 
 def spark_type(t: IcebergType, where: str = "") -> T.DataType:
@@ -83,8 +154,12 @@ def spark_type(t: IcebergType, where: str = "") -> T.DataType:
 
     For the types Spark writes itself it is the type whose Parquet form is the Iceberg
     type's (timestamptz is Spark's TIMESTAMP, written as INT64 micros adjusted to UTC;
-    timestamp is TIMESTAMP_NTZ); uuid, fixed and time travel as binary and long.
+    timestamp is TIMESTAMP_NTZ); uuid, fixed and time travel as binary and long, unknown as
+    Spark's null type. timestamp_ns, timestamptz_ns, variant, geometry and geography raise
+    `TypeNotSupported` naming the column `where`.
     """
+    if _spark_refuses(t):
+        raise TypeNotSupported([(where, t)])
     if isinstance(t, DecimalType):
         return T.DecimalType(t.precision, t.scale)
     if isinstance(t, StructType):

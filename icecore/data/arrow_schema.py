@@ -4,7 +4,21 @@ Every field carries its Iceberg id in `PARQUET:field_id`, which pyarrow writes a
 field id (struct fields, list elements, map keys and values included), so readers resolve
 columns by id as the spec requires. The types are the spec's Parquet mapping: uuid as
 FIXED_LEN_BYTE_ARRAY(16) with the UUID logical type, fixed[L] as FIXED_LEN_BYTE_ARRAY(L), time
-as INT64 TIME(MICROS), timestamps in microseconds, decimals as Arrow decimal128.
+as INT64 TIME(MICROS), timestamps in microseconds, timestamp_ns / timestamptz_ns (v3) as INT64
+TIMESTAMP(NANOS), decimals as Arrow decimal128.
+
+The other v3 types:
+
+- `unknown` is Arrow's null type: its values are always null. The spec keeps such columns
+  out of data files, so a writer drops them first (`icecore.spec.schema.stored_fields`); a
+  reader fills them with nulls (`pa.nulls(n)`).
+- `geometry` and `geography` are binary: their WKB bytes are what the files hold, but
+  pyarrow writes plain BINARY, without Parquet's GEOMETRY / GEOGRAPHY annotation, and icecore
+  does not interpret the bytes. They are not `is_readable`: jobs refuse to rewrite them
+  (`icecore.spec.schema.unsupported_columns`), and so never write such a file.
+- `variant` has no Arrow form here: its Parquet form is a VARIANT-annotated group (possibly
+  shredded) whose `metadata` and `value` fields carry no ids, which a plain Arrow struct
+  cannot express; asking for it is an error naming the type.
 """
 
 from __future__ import annotations
@@ -22,6 +36,8 @@ from icecore.spec.types import (
     DoubleType,
     FixedType,
     FloatType,
+    GeographyType,
+    GeometryType,
     IcebergType,
     IntegerType,
     ListType,
@@ -30,10 +46,14 @@ from icecore.spec.types import (
     NestedField,
     StringType,
     StructType,
+    TimestampNanoType,
     TimestampType,
+    TimestamptzNanoType,
     TimestamptzType,
     TimeType,
+    UnknownType,
     UUIDType,
+    VariantType,
 )
 
 FIELD_ID_KEY = b"PARQUET:field_id"
@@ -48,9 +68,14 @@ _PRIMITIVES: dict[type[IcebergType], pa.DataType] = {
     TimeType: pa.time64("us"),
     TimestampType: pa.timestamp("us"),
     TimestamptzType: pa.timestamp("us", tz="UTC"),
+    TimestampNanoType: pa.timestamp("ns"),
+    TimestamptzNanoType: pa.timestamp("ns", tz="UTC"),
     StringType: pa.string(),
     BinaryType: pa.binary(),
     UUIDType: pa.uuid(),
+    UnknownType: pa.null(),
+    GeometryType: pa.binary(),  # WKB; see the module docstring
+    GeographyType: pa.binary(),
 }
 
 
@@ -68,6 +93,11 @@ def arrow_type(t: IcebergType, *, all_optional: bool = False) -> pa.DataType:
         key = arrow_field(t.key_field, all_optional=all_optional)
         return pa.map_(
             key.with_nullable(False), arrow_field(t.value_field, all_optional=all_optional)
+        )
+    if isinstance(t, VariantType):
+        raise ValidationError(
+            "type variant has no Parquet form here: icecore keeps variant columns in metadata "
+            "but does not read or write their values"
         )
     found = _PRIMITIVES.get(type(t))
     if found is None:

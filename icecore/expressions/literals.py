@@ -2,10 +2,11 @@
 
 A filter literal decides which files a scan or a compaction touches, so it is converted
 exactly or not at all: a decimal is never rounded to the column's scale, a timestamp string
-with more than microsecond precision is refused, and a timestamptz string must carry its
-offset rather than silently taking a time zone. The one deliberate rounding is a `float`
-column's literal, rounded to single precision as Iceberg Java does, so both agree on which
-rows `f = 1.1` selects.
+with more than microsecond precision is refused (more than nanosecond for the v3
+`timestamp_ns` / `timestamptz_ns` columns, whose literals are nanoseconds), and a timestamptz
+string must carry its offset rather than silently taking a time zone. The one deliberate
+rounding is a `float` column's literal, rounded to single precision as Iceberg Java does, so
+both agree on which rows `f = 1.1` selects.
 """
 
 from __future__ import annotations
@@ -33,7 +34,9 @@ from icecore.spec.types import (
     IntegerType,
     LongType,
     StringType,
+    TimestampNanoType,
     TimestampType,
+    TimestamptzNanoType,
     TimestamptzType,
     TimeType,
     UUIDType,
@@ -45,6 +48,9 @@ _EPOCH_DATE = dt.date(1970, 1, 1)
 _MICROS_PER_DAY = 86_400_000_000
 _FLOAT_MAX = struct.unpack("<f", b"\xff\xff\x7f\x7f")[0]
 _SUB_MICRO = re.compile(r"[.,]\d{7,}")
+# The fraction of a time's seconds (`HH:MM:SS.fffffffff`); Python's parser drops digits past
+# the sixth, so a nanosecond literal takes its fraction from here.
+_FRACTION = re.compile(r"(?<=\d\d:\d\d:\d\d)[.,](\d+)")
 _INT_RANGES = {IntegerType: 32, LongType: 64, DateType: 32}
 
 
@@ -144,21 +150,57 @@ def _time(t: IcebergType, value: Any) -> int:
 
 
 def _timestamp(t: IcebergType, value: Any) -> int:
-    with_zone = isinstance(t, TimestamptzType)
     if isinstance(value, str):
         value = _parse(t, value, dt.datetime.fromisoformat)
-    elif isinstance(value, dt.date) and not isinstance(value, dt.datetime):
-        value = dt.datetime.combine(value, dt.time())
-    if isinstance(value, dt.datetime):
-        if with_zone and value.tzinfo is None:
-            raise _refuse(t, value, "timestamptz needs an explicit offset such as +00:00")
-        if not with_zone and value.tzinfo is not None:
-            raise _refuse(t, value, "a timestamp without time zone cannot take an offset")
-        delta = value - (_EPOCH_TZ if with_zone else _EPOCH)
-        return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
+    if isinstance(value, dt.date):
+        return _datetime_micros(t, value)
     if _is_int(value) and -(2**63) <= value < 2**63:
         return value
     raise _refuse(t, value, "expected microseconds since the epoch or an ISO timestamp")
+
+
+def _datetime_micros(t: IcebergType, value: dt.date) -> int:
+    """Microseconds since the epoch of a datetime (a date is its midnight); the zone rules of
+    timestamp vs timestamptz columns apply."""
+    with_zone = isinstance(t, TimestamptzType | TimestamptzNanoType)
+    if not isinstance(value, dt.datetime):
+        value = dt.datetime.combine(value, dt.time())
+    if with_zone and value.tzinfo is None:
+        raise _refuse(t, value, "timestamptz needs an explicit offset such as +00:00")
+    if not with_zone and value.tzinfo is not None:
+        raise _refuse(t, value, "a timestamp without time zone cannot take an offset")
+    delta = value - (_EPOCH_TZ if with_zone else _EPOCH)
+    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
+
+
+def _timestamp_ns(t: IcebergType, value: Any) -> int:
+    """Nanoseconds since the epoch: an int as is, a datetime (microseconds at most), or ISO
+    text with up to 9 fractional digits; timestamptz_ns needs an offset, timestamp_ns none."""
+    nanos_of_second = 0
+    if isinstance(value, str):
+        text = value.strip()
+        fractions = _FRACTION.findall(text)
+        if fractions:
+            digits = fractions[0]
+            if len(digits) > 9:
+                raise _refuse(t, value, "finer than nanoseconds")
+            nanos_of_second = int(digits.ljust(9, "0"))
+            text = _FRACTION.sub("", text, count=1)
+        try:
+            value = dt.datetime.fromisoformat(text)
+        except ValueError as exc:
+            raise _refuse(t, value, str(exc)) from None
+    if isinstance(value, dt.date):
+        return _in_long_range(t, value, _datetime_micros(t, value) * 1000 + nanos_of_second)
+    if _is_int(value):
+        return _in_long_range(t, value, value)
+    raise _refuse(t, value, "expected nanoseconds since the epoch or an ISO timestamp")
+
+
+def _in_long_range(t: IcebergType, value: Any, nanos: int) -> int:
+    if not -(2**63) <= nanos < 2**63:
+        raise _refuse(t, value, "out of the range of nanosecond timestamps (1677..2262)")
+    return nanos
 
 
 def _parse(t: IcebergType, text: str, parse: Callable[[str], Any]) -> Any:
@@ -206,6 +248,8 @@ _CONVERTERS: dict[type, Callable[[Any, Any], Any]] = {
     TimeType: _time,
     TimestampType: _timestamp,
     TimestamptzType: _timestamp,
+    TimestampNanoType: _timestamp_ns,
+    TimestamptzNanoType: _timestamp_ns,
     StringType: _string,
     UUIDType: _uuid,
     FixedType: _binary,

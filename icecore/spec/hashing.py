@@ -22,7 +22,9 @@ from icecore.spec.types import (
     IntegerType,
     LongType,
     StringType,
+    TimestampNanoType,
     TimestampType,
+    TimestamptzNanoType,
     TimestamptzType,
     TimeType,
     UUIDType,
@@ -32,8 +34,18 @@ _MASK32 = 0xFFFFFFFF
 _C1 = 0xCC9E2D51
 _C2 = 0x1B873593
 
-# Types whose values the spec hashes as an 8-byte little-endian long (int and date widened).
-_LONG_HASHED = (IntegerType, LongType, DateType, TimeType, TimestampType, TimestamptzType)
+# Types whose values the spec hashes as an 8-byte little-endian long (int and date widened;
+# nanosecond timestamps as microseconds, see `bucket_hash`).
+_NANO_TYPES = (TimestampNanoType, TimestamptzNanoType)
+_LONG_HASHED = (
+    IntegerType,
+    LongType,
+    DateType,
+    TimeType,
+    TimestampType,
+    TimestamptzType,
+    *_NANO_TYPES,
+)
 BUCKETABLE_TYPES: tuple[type[IcebergType], ...] = (
     *_LONG_HASHED,
     DecimalType,
@@ -131,5 +143,17 @@ def _hash_bytes(value: Any, source_type: IcebergType | None) -> bytes:
 
 
 def bucket_hash(value: Any, source_type: IcebergType | None = None) -> int:
-    """The spec's 32-bit hash of one value (Appendix B); decimals need `source_type`."""
+    """The spec's 32-bit hash of one value (Appendix B); decimals and nanosecond timestamps
+    need `source_type`.
+
+    A timestamp_ns / timestamptz_ns value is hashed as its microseconds, floored (Appendix B
+    note 3, Java's `DateTimeUtil.nanosToMicros`), so that a value lands in the same bucket
+    whether the column holds it in micro- or nanoseconds.
+    """
+    if (
+        isinstance(source_type, _NANO_TYPES)
+        and isinstance(value, int)
+        and not isinstance(value, bool)
+    ):
+        value //= 1000
     return murmur3_x86_32(_hash_bytes(value, source_type))

@@ -2,17 +2,29 @@
 
 A schema is validated when it is built: duplicate field ids would let two columns resolve to
 the same Parquet column, which silently mixes data, so they are rejected at the door.
+
+Format v3 columns need care from jobs that touch data: `unsupported_columns` names the
+columns whose values icecore cannot process (variant, geometry, geography), so a job can refuse
+before it reads anything, and `stored_fields` leaves out the `unknown` columns, which data
+files never hold.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any
 
 from icecore.errors import ValidationError
-from icecore.spec.types import IcebergType, ListType, MapType, NestedField, StructType
+from icecore.spec.types import (
+    IcebergType,
+    ListType,
+    MapType,
+    NestedField,
+    StructType,
+    UnknownType,
+)
 
 
 def _walk(struct: StructType, prefix: str = "") -> Iterator[tuple[str, NestedField]]:
@@ -117,3 +129,37 @@ class Schema:
             schema_id=int(obj.get("schema-id", 0)),
             identifier_field_ids=tuple(obj.get("identifier-field-ids", ())),
         )
+
+
+def unsupported_columns(schema: Schema | Iterable[NestedField]) -> list[str]:
+    """Dotted names of the columns whose values icecore cannot process, in schema order.
+
+    These are the `variant`, `geometry` and `geography` columns at any depth (a list's are
+    named `col.element`, a map's `col.key` / `col.value`). icecore carries them through
+    metadata unchanged, but a job that reads or rewrites data files holding them would have
+    to decode values it does not understand, so it checks this first and refuses, naming the
+    columns. Pass a schema or just the fields a job projects.
+    """
+    fields = schema.fields if isinstance(schema, Schema) else tuple(schema)
+    return [
+        name
+        for name, f in _walk(StructType(*fields))
+        if not f.field_type.is_readable
+        and not isinstance(f.field_type, StructType | ListType | MapType)
+    ]
+
+
+def stored_fields(fields: Iterable[NestedField]) -> tuple[NestedField, ...]:
+    """`fields` as data files hold them: without the `unknown` columns, at every struct depth.
+
+    The spec stores no `unknown` column in data files ("Omit from data files"), and readers
+    return nulls for them; a writer builds its file schema from this. Lists and maps of
+    unknown keep their (always null) elements and values: there is nothing to omit them from.
+    """
+    return tuple(
+        replace(f, field_type=StructType(*stored_fields(f.field_type.fields)))
+        if isinstance(f.field_type, StructType)
+        else f
+        for f in fields
+        if not isinstance(f.field_type, UnknownType)
+    )

@@ -3,7 +3,8 @@
 A transform turns a source value into a partition value. Writers, scan planning and
 compaction all have to agree on it bit for bit: a value put in the wrong partition is a row
 that a filtered query never sees. Values use icecore's in-memory representation (see
-`icecore.spec.types`): dates are days since 1970-01-01, times and timestamps are microseconds.
+`icecore.spec.types`): dates are days since 1970-01-01, times and timestamps are microseconds,
+timestamp_ns and timestamptz_ns (v3) are nanoseconds.
 
 Because a date and a timestamp are both plain ints, time transforms need the source type to
 know what an int means; pass it to `apply` (it is always at hand from the schema). Every
@@ -26,18 +27,27 @@ from decimal import Decimal
 from typing import Any, ClassVar
 
 from icecore.errors import ValidationError
-from icecore.spec.conversions import decimal_to_unscaled, unscaled_to_decimal
+from icecore.spec.conversions import (
+    civil_from_days,
+    decimal_to_unscaled,
+    iso_timestamp,
+    unscaled_to_decimal,
+)
 from icecore.spec.hashing import BUCKETABLE_TYPES, bucket_hash
 from icecore.spec.types import (
     BinaryType,
     DateType,
     DecimalType,
     FloatType,
+    GeographyType,
+    GeometryType,
     IcebergType,
     IntegerType,
     LongType,
     StringType,
+    TimestampNanoType,
     TimestampType,
+    TimestamptzNanoType,
     TimestamptzType,
     TimeType,
 )
@@ -45,6 +55,10 @@ from icecore.spec.types import (
 _MICROS_PER_SECOND = 1_000_000
 _MICROS_PER_HOUR = 3_600 * _MICROS_PER_SECOND
 _MICROS_PER_DAY = 24 * _MICROS_PER_HOUR
+_NANOS_PER_SECOND = 1_000_000_000
+_NANOS_PER_HOUR = 3_600 * _NANOS_PER_SECOND
+_NANOS_PER_DAY = 24 * _NANOS_PER_HOUR
+_NANO_TYPES = (TimestampNanoType, TimestamptzNanoType)
 
 
 class Transform(ABC):
@@ -117,6 +131,8 @@ class Transform(ABC):
 
 @dataclass(frozen=True, eq=False, repr=False)
 class IdentityTransform(Transform):
+    """Any primitive but geometry and geography (spec table); variant is not primitive."""
+
     def __str__(self) -> str:
         return "identity"
 
@@ -125,7 +141,7 @@ class IdentityTransform(Transform):
         return True
 
     def can_transform(self, source: IcebergType) -> bool:
-        return source.is_primitive
+        return source.is_primitive and not isinstance(source, GeometryType | GeographyType)
 
     def result_type(self, source: IcebergType | None) -> IcebergType:
         return self._same_as_source(source)
@@ -139,7 +155,8 @@ class IdentityTransform(Transform):
 class BucketTransform(Transform):
     """bucket[N]: `(murmur3_x86_32(value) & Integer.MAX_VALUE) % N` (spec, Appendix B).
 
-    Decimals need `source_type`: the hash is of the unscaled value at the column's scale.
+    Decimals need `source_type`: the hash is of the unscaled value at the column's scale; so
+    do nanosecond timestamps, hashed as their microseconds.
     """
 
     num_buckets: int
@@ -216,13 +233,16 @@ class TimeTransform(Transform):
 
     Iceberg Java's `DateTimeUtil.convertMicros` (1.x) is one unit low for a pre-1970 value one
     microsecond short of a whole second just after a unit boundary (day of
-    1969-12-31T00:00:00.999999 is -2 there); we follow the spec and PyIceberg (-1).
+    1969-12-31T00:00:00.999999 is -2 there); we follow the spec and PyIceberg (-1). The same
+    holds for nanosecond sources (`convertNanos`).
     """
 
     source_types: ClassVar[tuple[type[IcebergType], ...]] = (
         DateType,
         TimestampType,
         TimestamptzType,
+        TimestampNanoType,
+        TimestamptzNanoType,
     )
 
     @property
@@ -251,6 +271,8 @@ class TimeTransform(Transform):
             raise ValidationError(f"{self} expects an int, got {type(value).__name__} {value!r}")
         if isinstance(source_type, DateType):
             return self._from_days(value)
+        if isinstance(source_type, _NANO_TYPES):
+            return self._from_nanos(value)
         return self._from_micros(value)
 
     @abstractmethod
@@ -259,6 +281,9 @@ class TimeTransform(Transform):
     def _from_micros(self, micros: int) -> int:
         return self._from_days(micros // _MICROS_PER_DAY)
 
+    def _from_nanos(self, nanos: int) -> int:
+        return self._from_days(nanos // _NANOS_PER_DAY)
+
 
 @dataclass(frozen=True, eq=False, repr=False)
 class YearTransform(TimeTransform):
@@ -266,7 +291,7 @@ class YearTransform(TimeTransform):
         return "year"
 
     def _from_days(self, days: int) -> int:
-        return _civil_from_days(days)[0] - 1970
+        return civil_from_days(days)[0] - 1970
 
     def to_human_string(self, value: Any, result_type: IcebergType | None = None) -> str:
         return "null" if value is None else f"{1970 + value:04d}"
@@ -278,7 +303,7 @@ class MonthTransform(TimeTransform):
         return "month"
 
     def _from_days(self, days: int) -> int:
-        year, month, _ = _civil_from_days(days)
+        year, month, _ = civil_from_days(days)
         return (year - 1970) * 12 + month - 1
 
     def to_human_string(self, value: Any, result_type: IcebergType | None = None) -> str:
@@ -311,7 +336,12 @@ class DayTransform(TimeTransform):
 
 @dataclass(frozen=True, eq=False, repr=False)
 class HourTransform(TimeTransform):
-    source_types: ClassVar[tuple[type[IcebergType], ...]] = (TimestampType, TimestamptzType)
+    source_types: ClassVar[tuple[type[IcebergType], ...]] = (
+        TimestampType,
+        TimestamptzType,
+        TimestampNanoType,
+        TimestamptzNanoType,
+    )
 
     def __str__(self) -> str:
         return "hour"
@@ -321,6 +351,9 @@ class HourTransform(TimeTransform):
 
     def _from_micros(self, micros: int) -> int:
         return micros // _MICROS_PER_HOUR
+
+    def _from_nanos(self, nanos: int) -> int:
+        return nanos // _NANOS_PER_HOUR
 
     def to_human_string(self, value: Any, result_type: IcebergType | None = None) -> str:
         if value is None:
@@ -387,43 +420,10 @@ def parse_transform(s: str) -> Transform:
 # operators (and tools that parse paths) see one layout whoever wrote the file.
 
 
-def _civil_from_days(days: int) -> tuple[int, int, int]:
-    """(year, month, day) of a day number in the proleptic Gregorian calendar, any year.
-
-    Python's `date` stops at years 1..9999, but a timestamp long reaches far beyond; this is
-    Howard Hinnant's exact integer algorithm, which handles every int.
-    """
-    z = days + 719_468
-    era = z // 146_097
-    doe = z - era * 146_097
-    yoe = (doe - doe // 1_460 + doe // 36_524 - doe // 146_096) // 365
-    doy = doe - (365 * yoe + yoe // 4 - yoe // 100)
-    mp = (5 * doy + 2) // 153
-    day = doy - (153 * mp + 2) // 5 + 1
-    month = mp + 3 if mp < 10 else mp - 9
-    return yoe + era * 400 + (month <= 2), month, day
-
-
 def _human_day(days: int) -> str:
     """`TransformUtil.humanDay`: `String.format("%04d-%02d-%02d")`, so no `+` on big years."""
-    year, month, day = _civil_from_days(days)
+    year, month, day = civil_from_days(days)
     return f"{year:04d}-{month:02d}-{day:02d}"
-
-
-def _iso_date(days: int) -> str:
-    """`DateTimeFormatter.ISO_LOCAL_DATE`: a `+` beyond year 9999, `-0001` for 2 BC."""
-    year, month, day = _civil_from_days(days)
-    sign = "-" if year < 0 else "+" if year > 9999 else ""
-    return f"{sign}{abs(year):04d}-{month:02d}-{day:02d}"
-
-
-def _iso_time(micros_of_day: int) -> str:
-    """`DateTimeFormatter.ISO_LOCAL_TIME`: seconds always, fraction without trailing zeros."""
-    seconds, micros = divmod(micros_of_day, _MICROS_PER_SECOND)
-    minutes, second = divmod(seconds, 60)
-    hour, minute = divmod(minutes, 60)
-    fraction = f".{micros:06d}".rstrip("0") if micros else ""
-    return f"{hour:02d}:{minute:02d}:{second:02d}{fraction}"
 
 
 def _local_time_string(micros_of_day: int) -> str:
@@ -437,11 +437,6 @@ def _local_time_string(micros_of_day: int) -> str:
         if micros:
             out += f".{micros // 1000:03d}" if micros % 1000 == 0 else f".{micros:06d}"
     return out
-
-
-def _iso_timestamp(micros: int) -> str:
-    days, micros_of_day = divmod(micros, _MICROS_PER_DAY)
-    return f"{_iso_date(days)}T{_iso_time(micros_of_day)}"
 
 
 def _java_float_string(value: float, single: bool) -> str:
@@ -508,9 +503,13 @@ def _java_string(value: Any, value_type: IcebergType | None) -> str:
         if isinstance(value_type, TimeType):
             return _local_time_string(value)
         if isinstance(value_type, TimestamptzType):
-            return _iso_timestamp(value) + "+00:00"
+            return iso_timestamp(value) + "+00:00"
         if isinstance(value_type, TimestampType):
-            return _iso_timestamp(value)
+            return iso_timestamp(value)
+        if isinstance(value_type, TimestamptzNanoType):
+            return iso_timestamp(value, _NANOS_PER_SECOND) + "+00:00"
+        if isinstance(value_type, TimestampNanoType):
+            return iso_timestamp(value, _NANOS_PER_SECOND)
         return str(value)
     if isinstance(value, float):
         return _java_float_string(value, single=isinstance(value_type, FloatType))
