@@ -29,7 +29,7 @@ from icecore.expressions import AlwaysFalse, BooleanExpression, Or
 from icecore.expressions.pruning import ManifestEvaluator
 from icecore.scan.delete_index import DELETE_FILE_PATH_ID
 from icecore.spec.conversions import decoder
-from icecore.spec.manifest import DataFile, FileContent, ManifestEntry, read_manifest
+from icecore.spec.manifest import DataFile, FileContent, ManifestEntry, content_key, read_manifest
 from icecore.spec.manifest_list import ManifestContent, ManifestFile, PartitionFieldSummary
 from icecore.spec.metadata import TableMetadata
 from icecore.spec.types import IcebergType
@@ -74,7 +74,7 @@ class ManifestFilter:
 
     def remove_file(self, content_file: DataFile) -> None:
         self._cache.clear()
-        self._files[content_file.file_path] = content_file
+        self._files[content_key(content_file)] = content_file
 
     def drop_partition(self, spec_id: int, partition: tuple) -> None:
         self._cache.clear()
@@ -133,7 +133,7 @@ class ManifestFilter:
             if result.removed:
                 self.replaced_count += 1
             for entry in result.removed:
-                removed.setdefault(entry.data_file.file_path, entry)
+                removed.setdefault(content_key(entry.data_file), entry)
         self.removed = list(removed.values())
         return out
 
@@ -175,7 +175,7 @@ class ManifestFilter:
         is_delete = self.content == ManifestContent.DELETES
         marked = (
             f.file_path in self._paths
-            or f.file_path in self._files
+            or content_key(f) in self._files
             or (f.spec_id, f.partition) in self._partitions
             or (is_delete and self._unneeded(entry))
         )

@@ -23,7 +23,7 @@ from icecore.commit.validation import Validator
 from icecore.errors import ValidationError
 from icecore.expressions import BooleanExpression
 from icecore.scan import snapshot_manifests
-from icecore.spec.manifest import DataFile, FileContent
+from icecore.spec.manifest import DataFile, FileContent, content_key
 from icecore.spec.manifest_list import UNASSIGNED_SEQ, ManifestContent, ManifestFile
 from icecore.spec.metadata import TableMetadata
 from icecore.spec.refs import MAIN_BRANCH
@@ -74,7 +74,7 @@ class MergingSnapshotProducer(SnapshotProducer):
                     f"{self.table.name}: equality delete file {content_file.file_path} "
                     "has no equality_ids"
                 )
-            self._new_deletes[content_file.file_path] = (content_file, data_sequence_number)
+            self._new_deletes[content_key(content_file)] = (content_file, data_sequence_number)
 
     def _remove(self, content_file: DataFile | str) -> None:
         """Remove a file named by its DataFile (data or delete) or by its path (data)."""
@@ -178,7 +178,7 @@ class MergingSnapshotProducer(SnapshotProducer):
     ) -> list[ManifestFile]:
         content = manifest_filter.content
         filtered = manifest_filter.filter(base, [m for m in head if m.content == content])
-        found = {e.data_file.file_path for e in manifest_filter.removed}
+        found = {content_key(e.data_file) for e in manifest_filter.removed}
         missing = manifest_filter.required_paths - found
         if missing:
             assert self.validator is not None

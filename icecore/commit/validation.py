@@ -23,7 +23,14 @@ from icecore.expressions.pruning import ManifestEvaluator
 from icecore.io import FileIO
 from icecore.scan import snapshot_manifests
 from icecore.scan.delete_index import DeleteFileIndex
-from icecore.spec.manifest import DataFile, EntryStatus, FileContent, ManifestEntry, read_manifest
+from icecore.spec.manifest import (
+    DataFile,
+    EntryStatus,
+    FileContent,
+    ManifestEntry,
+    content_key,
+    read_manifest,
+)
 from icecore.spec.manifest_list import ManifestContent, ManifestFile
 from icecore.spec.metadata import TableMetadata
 from icecore.spec.snapshots import Operation, Snapshot
@@ -165,7 +172,7 @@ class Validator:
             if ignore_equality_deletes and entry.data_file.content == FileContent.EQUALITY_DELETES:
                 continue
             index.add(entry.data_file, _sequence_number(entry))
-            added_by[entry.data_file.file_path] = entry.snapshot_id
+            added_by[content_key(entry.data_file)] = entry.snapshot_id
         index.freeze()
         for data_file in files:
             for delete_file in index.for_data_file(data_file, self.starting_sequence_number):
@@ -177,7 +184,7 @@ class Validator:
                 raise self._conflict(
                     f"Cannot commit, found new {kind} delete for replaced data file "
                     f"{data_file.file_path}: {delete_file.file_path}",
-                    added_by[delete_file.file_path],
+                    added_by[content_key(delete_file)],
                 )
 
     def data_files_exist(self, paths: Collection[str], *, include_deletes: bool) -> None:
@@ -199,7 +206,7 @@ class Validator:
         a conflict naming the snapshot that removed them meanwhile, if one did."""
         kind = "data" if content == ManifestContent.DATA else "delete"
         for entry in self._entries(ANY_OPERATION, content, EntryStatus.DELETED):
-            if entry.data_file.file_path in paths:
+            if content_key(entry.data_file) in paths:
                 return self._conflict(
                     f"{kind} file {entry.data_file.file_path} that this commit removes was "
                     "removed meanwhile",

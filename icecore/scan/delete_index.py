@@ -70,7 +70,7 @@ def _path_bounds(delete_file: DataFile) -> tuple[bytes | None, bytes | None]:
 
 def _referenced_data_file(delete_file: DataFile) -> str | None:
     """The one data file a position delete file targets, when it targets only one."""
-    if delete_file.referenced_data_file is not None:
+    if delete_file.referenced_data_file:  # DuckDB writes '' for "none"
         return delete_file.referenced_data_file
     lower, upper = _path_bounds(delete_file)
     return lower.decode("utf-8") if lower is not None and lower == upper else None
@@ -115,7 +115,7 @@ class DeleteFileIndex:
 
     def _add_dv(self, dv: DataFile, data_sequence_number: int) -> None:
         referenced = dv.referenced_data_file
-        if referenced is None:
+        if not referenced:
             raise ValidationError(f"deletion vector in {dv.file_path} has no referenced_data_file")
         if (other := self._dvs.get(referenced)) is not None:
             raise ValidationError(

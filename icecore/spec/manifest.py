@@ -120,6 +120,14 @@ class DataFile:
         )
 
 
+def content_key(content_file: DataFile) -> str:
+    """What tells content files apart: the location, and for a deletion vector also its
+    offset, since one Puffin file holds the DVs of many data files (Java's `DeleteFileSet`)."""
+    if content_file.content_offset is not None and content_file.is_deletion_vector:
+        return f"{content_file.file_path}#{content_file.content_offset}"
+    return content_file.file_path
+
+
 @dataclass(slots=True)
 class ManifestEntry:
     """A file's status in one manifest, and the snapshot and sequence numbers tracking it.

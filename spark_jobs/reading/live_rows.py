@@ -40,6 +40,9 @@ from icecore.spec.manifest import DataFile, FileContent
 from icecore.spec.schema import Schema
 from icecore.spec.types import NestedField
 from spark_jobs.common.errors import JobError
+from spark_jobs.reading.deletion_vectors import ID as DV_ID
+from spark_jobs.reading.deletion_vectors import POS as DV_POS
+from spark_jobs.reading.deletion_vectors import dv_positions
 from spark_jobs.reading.live_files import top_level_fields
 from spark_jobs.reading.local_frames import local_frame
 from spark_jobs.reading.parquet_files import PerFile, read_parquet
@@ -101,13 +104,13 @@ class LiveRows:
         groups_of_delete: dict[str, set[int]] = defaultdict(set)
         for g in groups:
             for d in g.delete_files:
-                deletes[d.file_path] = d
-                groups_of_delete[d.file_path].add(g.index)
+                deletes[delete_key(d)] = d
+                groups_of_delete[delete_key(d)].add(g.index)
         self.deletes = deletes
-        self.delete_seqs = {p: delete_sequence_numbers[p] for p in deletes}
-        self.groups_of_delete = {p: sorted(s) for p, s in groups_of_delete.items()}
+        self.delete_seqs = {k: delete_sequence_numbers[d.file_path] for k, d in deletes.items()}
+        self.groups_of_delete = {k: sorted(s) for k, s in groups_of_delete.items()}
         self.pairs = [
-            (p, t.file.file_path) for g in groups for t in g.tasks for p in _paths(t.deletes)
+            (delete_key(d), t.file.file_path) for g in groups for t in g.tasks for d in t.deletes
         ]
         self._positions: DataFrame | None = None
         self._equality: dict[tuple[int, ...], DataFrame] = {}
@@ -167,7 +170,11 @@ class LiveRows:
         """`_cmp_dk`: file id << 40 | position of every row a paired position delete removes."""
         if self._positions is not None:
             return self._positions
-        files = [p for p, d in self.deletes.items() if d.content == FileContent.POSITION_DELETES]
+        files = [
+            p
+            for p, d in self.deletes.items()
+            if d.content == FileContent.POSITION_DELETES and not d.is_deletion_vector
+        ]
         ids = {p: i for i, p in enumerate(files)}
         raw = self._read(
             self._sized(files),
@@ -189,7 +196,22 @@ class LiveRows:
             .join(F.broadcast(pairs), [_DEL_ID, "_cmp_path"])
             .select(_row_key(F.col(_ID), F.col(_POS)).alias(_DEL_KEY))
         )
-        count = sum(self.deletes[p].record_count for p in files)
+        # A DV pairs with exactly its data file: the data file's id tags its positions.
+        dvs = [
+            (self.file_ids[d.referenced_data_file], d)
+            for d in self.deletes.values()
+            if d.is_deletion_vector and d.referenced_data_file in self.file_ids
+        ]
+        if dvs:
+            vectors = dv_positions(self.spark, dvs, self.io_properties).select(
+                _row_key(F.col(DV_ID), F.col(DV_POS)).alias(_DEL_KEY)
+            )
+            rows = vectors if not files else rows.unionByName(vectors)
+        count = sum(
+            d.record_count
+            for d in self.deletes.values()
+            if d.content == FileContent.POSITION_DELETES
+        )
         self._positions = _maybe_broadcast(rows, count)
         return self._positions
 
@@ -238,5 +260,9 @@ class LiveRows:
         return rows.join(deleted, condition, "left_anti")
 
 
-def _paths(files: Sequence[DataFile]) -> list[str]:
-    return [f.file_path for f in files]
+def delete_key(delete_file: DataFile) -> str:
+    """A delete file's identity: its location, and for a DV also its offset (one Puffin file
+    holds the DVs of many data files)."""
+    if delete_file.is_deletion_vector:
+        return f"{delete_file.file_path}#{delete_file.content_offset}"
+    return delete_file.file_path
