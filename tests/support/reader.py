@@ -19,6 +19,7 @@ import pyarrow.parquet as pq
 from icecore.data.arrow_schema import FIELD_ID_KEY
 from icecore.io import FileIO
 from icecore.scan import FileScanTask, TableScan
+from icecore.spec.deletion_vectors import read_dv
 from icecore.spec.manifest import DataFile
 from icecore.spec.metadata import TableMetadata
 from icecore.spec.schema import Schema
@@ -79,9 +80,15 @@ def apply_deletes(io: FileIO, task: FileScanTask, schema: Schema) -> list[Row]:
     deleted_positions = {
         d["pos"]
         for delete_file in task.position_deletes
+        if not delete_file.is_deletion_vector
         for d in read_columns(io, delete_file, (DELETE_FILE_PATH, DELETE_POS))
         if d["file_path"] == task.file.file_path
     }
+    for dv in task.position_deletes:
+        if dv.is_deletion_vector:
+            assert dv.content_offset is not None and dv.content_size_in_bytes is not None
+            vector = read_dv(io, dv.file_path, dv.content_offset, dv.content_size_in_bytes)
+            deleted_positions.update(vector.to_numpy().tolist())
     keep = [row for pos, row in enumerate(rows) if pos not in deleted_positions]
     for delete_file in task.equality_deletes:
         fields = tuple(schema.find_field(i) for i in delete_file.equality_ids or ())
