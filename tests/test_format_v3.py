@@ -12,7 +12,8 @@ from pyiceberg.table import StaticTable
 
 from icecore.errors import ValidationError
 from icecore.scan import snapshot_manifests
-from icecore.spec.manifest import read_manifest
+from icecore.spec.deletion_vectors import WrittenDV, write_dvs
+from icecore.spec.manifest import DataFile, FileContent, FileFormat, read_manifest
 from icecore.table import Table
 from tests.support.committing import CatalogTable, rows, sqlite_catalog
 from tests.support.duckdb import connect
@@ -109,3 +110,50 @@ def test_other_readers_read_a_v3_table_we_wrote(v3: CatalogTable) -> None:
     con = connect()
     got = con.execute(f"SELECT id FROM iceberg_scan('{location}') ORDER BY id").fetchall()
     assert [r[0] for r in got] == expected
+
+
+def _dv(t: CatalogTable, puffin: str, written: WrittenDV, data: DataFile) -> DataFile:
+    return DataFile(
+        file_path=puffin,
+        file_format=FileFormat.PUFFIN,
+        partition=data.partition,
+        record_count=written.record_count,
+        file_size_in_bytes=written.file_size_in_bytes,
+        content=FileContent.POSITION_DELETES,
+        referenced_data_file=data.file_path,
+        content_offset=written.content_offset,
+        content_size_in_bytes=written.content_size_in_bytes,
+        spec_id=data.spec_id,
+    )
+
+
+def test_a_puffin_file_shared_by_dvs_lives_while_any_of_its_dvs_does(v3: CatalogTable) -> None:
+    """Expiry and purge work on files; a Puffin file holds several DVs, and replacing one of
+    them (by content offset) must neither drop the others nor delete the file early."""
+    table = v3.table
+    a = v3.data([{"id": i, "cat": "a", "v": i} for i in range(4)], name="a")
+    b = v3.data([{"id": 10 + i, "cat": "a", "v": i} for i in range(4)], name="b")
+    table.new_fast_append().append_file(a).append_file(b).commit()
+    first = f"{table.metadata.location}/data/first-deletes.puffin"
+    dvs = write_dvs(table.io, first, {a.file_path: [0], b.file_path: [1]})
+    written = {w.referenced_data_file: w for w in dvs}
+    dv_a, dv_b = (_dv(v3, first, written[f.file_path], f) for f in (a, b))
+    table.new_row_delta().add_deletes(dv_a).add_deletes(dv_b).commit()
+    assert [r["id"] for r in rows(table)] == [1, 2, 3, 10, 12, 13]
+
+    second = f"{table.metadata.location}/data/second-deletes.puffin"
+    (merged,) = write_dvs(table.io, second, {a.file_path: [0, 3]})
+    table.new_rewrite().rewrite_files(
+        delete_files_to_replace=[dv_a], delete_files_to_add=[_dv(v3, second, merged, a)]
+    ).commit()
+    assert [r["id"] for r in rows(table)] == [1, 2, 10, 12, 13]  # b's DV is still applied
+
+    table.expire_snapshots().expire_snapshot_id(table.metadata.snapshots[0].snapshot_id).commit()
+    result = (
+        table.expire_snapshots()
+        .expire_snapshot_id(table.metadata.snapshots[0].snapshot_id)
+        .commit()
+    )
+    assert first not in result.files.all_paths()  # b's DV in it is live
+    assert table.io.exists(first) and table.io.exists(second)
+    assert [r["id"] for r in rows(table)] == [1, 2, 10, 12, 13]
