@@ -3,6 +3,14 @@
     live = LiveRows(spark, table_schema, groups, delete_sequence_numbers, io_properties)
     frame = live.of_group(group)  # the table's columns of the group's live rows
 
+With `lineage` (v3 tables), each row also gets its row lineage, `_row_id` and
+`_last_updated_sequence_number` (spec: "Row Lineage"), so a rewrite can carry them into the
+files it writes: a non-null value in the file is the row's own, a null (or no column) is
+inherited, the file's `first_row_id` plus the row's position and the file's data sequence
+number, and a file without a `first_row_id` (added before an upgrade to v3) has none at all,
+whatever it holds, as Java's reader has it. Both are plain column expressions over values
+the reading task attaches per file, so this too runs no Python per row.
+
 Data and delete files are read through the table's FileIO (`parquet_files`) by Parquet field
 id with the table's current schema (columns added later read null), each row with its file's
 integer id, data sequence number and group (attached by the task reading the file) and its
@@ -47,7 +55,13 @@ from spark_jobs.reading.live_files import top_level_fields
 from spark_jobs.reading.local_frames import local_frame
 from spark_jobs.reading.parquet_files import PerFile, read_parquet
 from spark_jobs.schema import quoted
-from spark_jobs.writing.files import DELETE_FILE_PATH, DELETE_POS
+from spark_jobs.writing.files import (
+    DELETE_FILE_PATH,
+    DELETE_POS,
+    LAST_UPDATED_SEQUENCE_NUMBER,
+    ROW_ID,
+    ROW_LINEAGE,
+)
 
 # Delete rows up to this many are broadcast to the data rows' tasks: the data is then never
 # shuffled, which keeps a compaction close to a plain read and rewrite.
@@ -67,6 +81,7 @@ class TaskGroup(Protocol):
 
 
 _ID, _SEQ, _POS, _GROUP = "_cmp_id", "_cmp_seq", "_cmp_pos", "_cmp_group"
+_FIRST_ROW_ID = "_cmp_first_row_id"
 _DEL_ID, _DEL_SEQ, _DEL_GROUPS, _DEL_KEY = "_cmp_del_id", "_cmp_del_seq", "_cmp_groups", "_cmp_dk"
 
 
@@ -88,16 +103,21 @@ class LiveRows:
         groups: Sequence[TaskGroup],
         delete_sequence_numbers: Mapping[str, int],
         io_properties: Mapping[str, str],
+        *,
+        lineage: bool = False,
     ) -> None:
         self.spark = spark
         self.schema = table_schema
+        self.lineage = lineage
+        if lineage:
+            _check_no_lineage_names(table_schema)
         self.io_properties = dict(io_properties)
         tasks = [t for g in groups for t in g.tasks]
         if len(tasks) >= 2 ** (63 - POSITION_BITS):
             raise JobError(f"{len(tasks)} data files are too many for one write")
         self.file_ids = {t.file.file_path: i for i, t in enumerate(tasks)}
         self.file_values = {
-            t.file.file_path: (i, t.data_sequence_number, g.index)
+            t.file.file_path: (i, t.data_sequence_number, g.index, t.file.first_row_id)
             for i, (g, t) in enumerate((g, t) for g in groups for t in g.tasks)
         }
         deletes: dict[str, DataFile] = {}
@@ -118,17 +138,24 @@ class LiveRows:
     # The data side -------------------------------------------------------------------------
 
     def of_group(self, group: TaskGroup) -> DataFrame:
-        """The table schema's columns of the group's live rows."""
+        """The table schema's columns of the group's live rows, then with `lineage` their
+        `_row_id` and `_last_updated_sequence_number`."""
         files = [(t.file.file_path, t.file.file_size_in_bytes) for t in group.tasks]
         columns = [F.col(quoted(f.name)) for f in self.schema.fields]
         deletes = group.delete_files
-        if not deletes:
+        if not deletes and not self.lineage:
             return self._read(files, self.schema.fields).select(*columns)
         per_file = PerFile(
-            [(_ID, T.IntegerType()), (_SEQ, T.LongType()), (_GROUP, T.IntegerType())],
+            [
+                (_ID, T.IntegerType()),
+                (_SEQ, T.LongType()),
+                (_GROUP, T.IntegerType()),
+                (_FIRST_ROW_ID, T.LongType()),
+            ],
             self.file_values,
         )
-        rows = self._read(files, self.schema.fields, per_file, position=_POS)
+        fields = [*self.schema.fields, *(ROW_LINEAGE if self.lineage else ())]
+        rows = self._read(files, fields, per_file, position=_POS)
         if any(d.content == FileContent.POSITION_DELETES for d in deletes):
             positions = self._position_keys()
             rows = rows.join(
@@ -143,7 +170,7 @@ class LiveRows:
         )
         for ids in by_ids:
             rows = self._apply_equality(rows, ids)
-        return rows.select(*columns)
+        return rows.select(*columns, *(_lineage_columns() if self.lineage else ()))
 
     def _read(
         self,
@@ -258,6 +285,31 @@ class LiveRows:
             & F.array_contains(F.col(_DEL_GROUPS), F.col(_GROUP))
         )
         return rows.join(deleted, condition, "left_anti")
+
+
+def _lineage_columns() -> list[Column]:
+    """`_row_id` and `_last_updated_sequence_number` of rows read with their file's lineage
+    values and position: the file's own value, else the inherited one (spec: "Row Lineage");
+    null for a file without a `first_row_id`."""
+    first = F.col(_FIRST_ROW_ID)
+    inherited = (first + F.col(_POS), F.col(_SEQ))
+    return [
+        F.when(first.isNotNull(), F.coalesce(F.col(quoted(f.name)), value)).alias(f.name)
+        for f, value in zip(ROW_LINEAGE, inherited, strict=True)
+    ]
+
+
+def _check_no_lineage_names(schema: Schema) -> None:
+    """A v3 table column named like a lineage column would be read, and written, in its
+    place (and Java's write schema, the table's joined with the lineage columns, would hold
+    the name twice)."""
+    reserved = {ROW_ID.name, LAST_UPDATED_SEQUENCE_NUMBER.name}
+    taken = [f.name for f in schema.fields if f.name.lower() in reserved]
+    if taken:
+        raise JobError(
+            f"column {taken[0]!r} has the name of a row lineage column: a v3 table's rows "
+            "cannot be rewritten with their lineage"
+        )
 
 
 def delete_key(delete_file: DataFile) -> str:

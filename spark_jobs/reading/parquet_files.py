@@ -41,11 +41,14 @@ from icecore.io import FileIO
 from icecore.spec.types import IcebergType, ListType, MapType, NestedField, StructType
 from spark_jobs.common.worker import cheap_cache_invalidation
 from spark_jobs.schema import spark_schema
+from spark_jobs.writing.files import ROW_LINEAGE
 
 SPLIT_BYTES = 128 * 1024 * 1024  # Spark's spark.sql.files.maxPartitionBytes default
 BATCH_ROWS = 64 * 1024
 _WHOLE_FILE = 2**62
 _OPEN_COST = 4 * 1024 * 1024  # Spark's spark.sql.files.openCostInBytes default
+
+_LINEAGE_IDS = frozenset(f.field_id for f in ROW_LINEAGE)
 
 _IO: dict[str, FileIO] = {}  # per Python worker: one client per set of properties
 
@@ -202,12 +205,19 @@ def _field_id(field: pa.Field) -> int | None:
 
 
 def _match(schema: pa.Schema, fields: Sequence[NestedField]) -> dict[int, pa.Field]:
-    """The file's top-level field for each wanted id: by id, or by name in a file of no ids."""
+    """The file's top-level field for each wanted id: by id, or by name in a file of no ids.
+
+    Row lineage columns are matched by id only: a file without ids was not written by an
+    Iceberg writer, so a `_row_id` column in it is some other data, not the row's lineage."""
     by_id = {_field_id(f): f for f in schema if _field_id(f) is not None}
     if by_id:
         return {f.field_id: by_id[f.field_id] for f in fields if f.field_id in by_id}
     by_name = {f.name: f for f in schema}
-    return {f.field_id: by_name[f.name] for f in fields if f.name in by_name}
+    return {
+        f.field_id: by_name[f.name]
+        for f in fields
+        if f.name in by_name and f.field_id not in _LINEAGE_IDS
+    }
 
 
 def _project_column(

@@ -21,6 +21,15 @@ its own. Binpack into the same spec needs no sort at all: each task writes one d
 (`spark.sql.maxConcurrentOutputFileWriters` is set for the write so Spark does not sort by
 `_group` either).
 
+On a v3 table the files also get the rows' lineage, as Java's compaction writes it: the
+columns `_row_id` and `_last_updated_sequence_number` (reserved field ids, after the table's
+columns) hold each row's values as read (`LiveRows` with `lineage`), so a row keeps its id
+and last update through the rewrite. The files' manifest entries have a null `first_row_id`
+like any added file (Java nulls it for every added file), and the commit assigns them a range
+of fresh ids as usual; no row of theirs inherits from it, every row having its own. The
+columns are in the files only: the table's schema does not change, and a v2 table's files
+are written as before.
+
 The settings the writes need (`_WRITE_SETTINGS`) are set on a session of their own
 (`SparkSession.newSession`: same SparkContext, separate SQL settings, holding a copy of the
 caller's), so the caller's session, and whatever else runs in it meanwhile, never sees them.
@@ -48,7 +57,7 @@ from spark_jobs.planning.sizes import FileSizeBounds
 from spark_jobs.reading.live_rows import LiveRows
 from spark_jobs.rewrite_data_files.plan import CompactionPlan, FileGroup
 from spark_jobs.schema import conform, quoted
-from spark_jobs.writing.files import FileSet, RunFiles
+from spark_jobs.writing.files import ROW_LINEAGE, FileSet, RunFiles
 from spark_jobs.writing.grouped_deletes import GROUP, GroupLayout, group_of
 from spark_jobs.writing.layout import PartitionLayout
 from spark_jobs.writing.metrics import MetricsConfig
@@ -56,7 +65,7 @@ from spark_jobs.writing.transforms import sort_columns
 
 GROUPS_PER_JOB = 64
 LOG = logging.getLogger("icefloe.rewrite_data_files")
-RESERVED_COLUMNS = ("file_path", "pos", GROUP)
+RESERVED_COLUMNS = ("file_path", "pos", GROUP, *(f.name for f in ROW_LINEAGE))
 # maxConcurrentOutputFileWriters: Spark writes a task's rows without sorting them by
 # `_group` first. Adaptive execution off: it plans each group's broadcast of the deletes as a
 # stage of its own and reads the delete files once per group; the static plan reuses one
@@ -105,12 +114,15 @@ def write_groups(
     metadata = table.metadata
     schema = metadata.schema()
     spec = metadata.spec_by_id(spec_id)
+    lineage = metadata.format_version >= 3
+    file_schema = _with_lineage(schema) if lineage else schema
     live = LiveRows(
         isolated_session(spark, _WRITE_SETTINGS),
         schema,
         groups,
         plan.delete_sequence_numbers,
         run.io_properties,
+        lineage=lineage,
     )
     records = sum(g.input_records for g in groups)
     size = sum(g.input_bytes for g in groups)
@@ -121,8 +133,11 @@ def write_groups(
         spec,
         sizes=sizes,
         order=order,
-        metrics=MetricsConfig.for_table(metadata.properties, schema),
+        # The file schema's: lineage columns come last, so a table with more columns than
+        # get inferred metrics gives them none, as Java's default mode then is.
+        metrics=MetricsConfig.for_table(metadata.properties, file_schema),
         sort_order_id=_order_id(metadata.sort_order(), order),
+        file_schema=file_schema,
     )
     same = [g for g in groups if g.spec_id == spec_id]
     moved = [g for g in groups if g.spec_id != spec_id]
@@ -161,9 +176,11 @@ class _GroupWriter:
         order: SortOrder | None,
         metrics: MetricsConfig,
         sort_order_id: int | None,
+        file_schema: Schema,
     ) -> None:
         self.live = live
         self.schema = schema
+        self.file_schema = file_schema  # the table's columns, then any lineage columns
         self.spec = spec
         self.sizes = sizes
         self.layout = PartitionLayout(spec, schema, RESERVED_COLUMNS)
@@ -192,7 +209,7 @@ class _GroupWriter:
         file_set = FileSet(
             name,
             content=FileContent.DATA,
-            schema=self.schema,
+            schema=self.file_schema,
             spec=self.spec,
             layout=layout,
             metrics=self.metrics,
@@ -202,7 +219,7 @@ class _GroupWriter:
 
     def _arranged(self, group: FileGroup, parts: list[Any]) -> DataFrame:
         rows = self.live.of_group(group)
-        rows = rows.select(*conform(rows.schema, self.schema.fields))
+        rows = rows.select(*conform(rows.schema, self.file_schema.fields))
         if parts:
             rows = self.layout.with_partition_columns(rows)
         rows = rows.withColumn(GROUP, F.lit(group.index))
@@ -212,6 +229,12 @@ class _GroupWriter:
         if parts:
             return rows.repartition(files, *parts)
         return rows.coalesce(files)
+
+
+def _with_lineage(schema: Schema) -> Schema:
+    """The schema of files carrying row lineage: Java's `MetadataColumns.schemaWithRowLineage`,
+    the table's columns then `_row_id` and `_last_updated_sequence_number`."""
+    return Schema((*schema.fields, *ROW_LINEAGE), schema.schema_id)
 
 
 def _chunks(groups: Sequence[FileGroup], size: int) -> list[list[FileGroup]]:

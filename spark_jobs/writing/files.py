@@ -44,6 +44,13 @@ DELETE_FILE_PATH = NestedField(DELETE_FILE_PATH_ID, "file_path", StringType(), r
 DELETE_POS = NestedField(2147483545, "pos", LongType(), required=True)
 POSITION_DELETE_SCHEMA = Schema((DELETE_FILE_PATH, DELETE_POS))
 
+# Row lineage columns of v3 data files (spec: "Row Lineage"), optional longs as Java's
+# `MetadataColumns` declares them. A data file carries them only when it holds rows moved
+# from other files (a compaction): a null value, or no column, means "inherited".
+ROW_ID = NestedField(2147483540, "_row_id", LongType())
+LAST_UPDATED_SEQUENCE_NUMBER = NestedField(2147483539, "_last_updated_sequence_number", LongType())
+ROW_LINEAGE = (ROW_ID, LAST_UPDATED_SEQUENCE_NUMBER)
+
 
 @dataclass(frozen=True)
 class FileSet:
