@@ -19,6 +19,8 @@ from pyspark.sql import SparkSession
 
 from icecore.catalog import load_catalog
 from icecore.catalog.rest import RestCatalog
+from icecore.spec.schema import Schema
+from icecore.spec.types import LongType, NestedField, StringType, TimestampType
 from spark_jobs.common.cli import main
 from spark_jobs.convert_equality_deletes import run as convert_equality_deletes
 from spark_jobs.expire_snapshots import run as expire_snapshots
@@ -37,6 +39,8 @@ from tests.spark.submit import submit_command
 from tests.support.batches import Model, Rows, batch, feed
 from tests.support.committing import rows
 from tests.support.duckdb import connect, extension_path
+from tests.support.objectstores import ObjectStore
+from tests.support.reader import scan_rows
 from tests.support.rest_catalog import RestCatalogServer
 
 FAR_FUTURE = "2100-01-01T00:00:00"
@@ -164,3 +168,37 @@ def test_spark_submit_on_a_rest_table_takes_the_secret_from_the_environment(
         del os.environ[CATALOG_CREDENTIAL_ENV]
     last = err.getvalue().splitlines()[-1]
     assert last.startswith("CatalogError: catalog 'default'") and "refused" in last, last
+
+
+def test_credentials_the_catalog_vends_reach_the_spark_tasks(
+    spark: SparkSession,
+    catalog: RestCatalog,
+    rest_catalog_server: RestCatalogServer,
+    s3_store: ObjectStore,
+    tmp_path: Path,
+) -> None:
+    """The client knows nothing of the S3 server; the catalog vends its endpoint and keys
+    with each table (the table's metadata stays local: the test server has no S3 client)."""
+    server, name, model = rest_catalog_server, "jobs.vended", Model()
+    assert not any(k.startswith("s3.") for k in catalog.io.properties)
+    location = f"{s3_store.new_bucket()}/vended"
+    server.vend(s3_store.properties)
+    try:
+        catalog.create_table(
+            name,
+            Schema((NestedField(1, "id", LongType()), NestedField(2, "v", StringType()),
+                    NestedField(3, "ts", TimestampType()))),
+            location=location,
+            properties={"write.metadata.path": str(tmp_path / "metadata")},
+        )  # fmt: skip
+        feed(spark, catalog, name, mode="append", rows=batch(0, 30), model=model)
+        feed(spark, catalog, name, mode="cdc", rows=batch(10, 20, "IUUD", "c"), model=model)
+        rewrite_data_files(spark, catalog, RewriteDataFilesOptions(table=name, rewrite_all=True))
+        table = catalog.load_table(name)
+        assert table.io.properties["s3.endpoint"] == s3_store.properties["s3.endpoint"]
+        files = [t.file.file_path for t in table.scan().plan_files()]
+        assert files and all(f.startswith(location) for f in files)
+        got = Counter((r["id"], r["v"], r["ts"]) for r in scan_rows(table.io, table.metadata))
+        assert got == model.counter()
+    finally:
+        server.vend({})

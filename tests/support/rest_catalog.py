@@ -127,6 +127,10 @@ class RestCatalogServer:
         """The `expires_in` of tokens issued from now on (existing ones keep theirs)."""
         self._hook("POST", "settings", {"token_lifetime_s": seconds})
 
+    def vend(self, config: Mapping[str, str]) -> None:
+        """Make load- and create-table responses carry `config` (vended settings); {} stops."""
+        self._hook("POST", "settings", {"table_config": dict(config)})
+
     def expire_tokens(self) -> None:
         """Every token issued so far stops being valid (clients must fetch a new one)."""
         self._hook("POST", "expire-tokens")

@@ -15,7 +15,8 @@
  *   GET  /__test/faults          the faults still pending
  *   POST /__test/faults          {"commit_then": 503} | {"before_commit": 503} | {"delay_ms": N},
  *                                with "count" (default 1; -1 = until reset), "type", "message"
- *   POST /__test/settings        {"token_lifetime_s": N}
+ *   POST /__test/settings        {"token_lifetime_s": N, "table_config": {k: v}} (table_config:
+ *                                what load/create-table responses vend as their `config`)
  *   POST /__test/expire-tokens   every token issued so far stops being valid
  */
 package org.apache.iceberg.rest;
@@ -73,6 +74,7 @@ import org.apache.iceberg.rest.requests.UpdateNamespacePropertiesRequest;
 import org.apache.iceberg.rest.requests.UpdateTableRequest;
 import org.apache.iceberg.rest.responses.ConfigResponse;
 import org.apache.iceberg.rest.responses.ErrorResponse;
+import org.apache.iceberg.rest.responses.LoadTableResponse;
 import org.apache.iceberg.rest.responses.OAuthTokenResponse;
 import org.apache.iceberg.shaded.com.fasterxml.jackson.core.JsonProcessingException;
 import org.apache.iceberg.shaded.com.fasterxml.jackson.databind.JsonNode;
@@ -227,6 +229,9 @@ public class IcefloeRestServer {
   private final List<String> requests = new ArrayList<>();
   private final List<Fault> faults = new ArrayList<>();
   private volatile int tokenLifetimeSeconds;
+  // Settings a load- or create-table response vends to the client (its `config`), as a
+  // catalog with credential vending does; set through POST /__test/settings.
+  private volatile Map<String, String> tableConfig = Map.of();
 
   IcefloeRestServer(JsonNode config, Catalog catalog) {
     this.catalog = catalog;
@@ -711,7 +716,7 @@ public class IcefloeRestServer {
     if (rest.size() == 4) {
       switch (method) {
         case "GET":
-          result[0] = CatalogHandlers.loadTable(catalog, ident);
+          result[0] = vend(CatalogHandlers.loadTable(catalog, ident));
           return true;
         case "HEAD":
           CatalogHandlers.tableExists(catalog, ident);
@@ -861,7 +866,10 @@ public class IcefloeRestServer {
           if (settings.has("token_lifetime_s")) {
             tokenLifetimeSeconds = settings.get("token_lifetime_s").asInt();
           }
-          response = Map.of("token_lifetime_s", tokenLifetimeSeconds);
+          if (settings.has("table_config")) {
+            tableConfig = stringMap(settings.get("table_config"));
+          }
+          response = Map.of("token_lifetime_s", tokenLifetimeSeconds, "table_config", tableConfig);
           break;
         case "POST /__test/expire-tokens":
           tokens.replaceAll((token, expiry) -> 0L);
@@ -885,5 +893,16 @@ public class IcefloeRestServer {
       faults.forEach(fault -> out.add(fault.describe()));
     }
     return out;
+  }
+
+  private LoadTableResponse vend(LoadTableResponse response) {
+    if (tableConfig.isEmpty()) {
+      return response;
+    }
+    return LoadTableResponse.builder()
+        .withTableMetadata(response.tableMetadata())
+        .addAllConfig(response.config())
+        .addAllConfig(tableConfig)
+        .build();
   }
 }
