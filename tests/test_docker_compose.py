@@ -18,6 +18,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import uuid
 from collections.abc import Iterator, Mapping
 from importlib import resources
@@ -29,6 +30,9 @@ import jsonschema
 import pytest
 import yaml
 from cryptography.fernet import Fernet
+from icefloe_airflow.provider_info import get_provider_info
+from icefloe_airflow.state import MaintenanceStore
+from icefloe_airflow.state_db import ADMIN_URI_ENV, STATE_URI_ENV
 from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 from sqlalchemy import create_engine, text
@@ -73,6 +77,7 @@ SHARED_AIRFLOW_ENV = (
     "AIRFLOW__CORE__PLUGINS_FOLDER",
     "AIRFLOW_CONN_SPARK_DEFAULT",
     "AIRFLOW_CONN_ICEBERG_DEFAULT",
+    "AIRFLOW__ICEFLOE__STATE_URI",
     "PYSPARK_PYTHON",
 )
 ICEBERG_EXTRAS = {"uri", "catalog_name", "warehouse", "properties"}
@@ -357,11 +362,12 @@ def test_airflow_services_share_image_and_secrets(compose: dict[str, Any]) -> No
 
 def airflow_options() -> set[tuple[str, str]]:
     """(section, option) pairs of Airflow's own config reference, read without importing
-    Airflow (its import configures a whole installation)."""
+    Airflow (its import configures a whole installation), and of icefloe's provider info
+    (`[icefloe] state_uri`), which Airflow adds to its configuration."""
     spec = importlib.util.find_spec("airflow")
     assert spec is not None and spec.submodule_search_locations, "apache-airflow is not installed"
     reference = Path(next(iter(spec.submodule_search_locations))) / "config_templates/config.yml"
-    sections = yaml.safe_load(reference.read_text())
+    sections = {**yaml.safe_load(reference.read_text()), **get_provider_info()["config"]}
     return {(section, option) for section, body in sections.items() for option in body["options"]}
 
 
@@ -432,6 +438,76 @@ def test_iceberg_connection_names_the_catalog_database(compose: dict[str, Any]) 
     )
     assert uri.database != postgres["POSTGRES_DB"], "the catalog shares Airflow's database"
     assert uri.port in (None, 5432)
+
+
+def test_state_store_is_a_database_of_its_own(compose: dict[str, Any]) -> None:
+    """icefloe's locks and run history: PostgreSQL on the stack's server, in neither Airflow's
+    nor the catalog's database, created by the init service (as the server's superuser)
+    before anything else runs, on every start."""
+    services = airflow_services(compose)
+    env = environment(services["scheduler"])
+    state = make_url(env[STATE_URI_ENV])
+    catalog = make_url(connection(services["scheduler"], "iceberg_default")["extra"]["uri"])
+    metadata = make_url(env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"])
+    assert state.drivername == "postgresql+psycopg2"
+    assert (state.host, state.port) == (catalog.host, catalog.port)
+    assert state.database not in (catalog.database, metadata.database)
+    assert state.username not in (catalog.username, metadata.username)
+    postgres = environment(compose["services"][state.host])
+    init = services["init"]
+    admin = make_url(environment(init)[ADMIN_URI_ENV])
+    assert (admin.username, admin.password) == (
+        postgres["POSTGRES_USER"],
+        postgres["POSTGRES_PASSWORD"],
+    )  # the superuser the image creates: it may create roles and databases
+    assert depends_on(init).get(state.host) == "service_healthy"
+    command = " ".join(command_list(init))
+    ensure = command.find("python -m icefloe_airflow.state_db ensure-database")
+    assert 0 <= ensure < command.index("airflow db migrate"), command
+
+
+def test_state_store_database_is_created_as_the_init_service_does(compose: dict[str, Any]) -> None:
+    """Runs the init service's command for the state store against the local PostgreSQL
+    server, with the compose file's names made unique, twice (every start runs it), then
+    records a run in the store as the role it created."""
+    if reason := postgres_unavailable():
+        pytest.skip(reason)
+    services = airflow_services(compose)
+    state = make_url(environment(services["scheduler"])[STATE_URI_ENV])
+    suffix = uuid.uuid4().hex[:10]
+    admin = make_url(POSTGRES_URI)
+    uri = admin.set(
+        username=f"{state.username}_{suffix}",
+        password=f"pw-{suffix}",
+        database=f"{state.database}_{suffix}",
+    ).render_as_string(hide_password=False)
+    env = {**os.environ, STATE_URI_ENV: uri, ADMIN_URI_ENV: POSTGRES_URI}
+    command = [sys.executable, "-m", "icefloe_airflow.state_db", "ensure-database"]
+    admin_engine = create_engine(POSTGRES_URI, isolation_level="AUTOCOMMIT")
+    try:
+        outputs = []
+        for _ in range(2):
+            result = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
+            assert result.returncode == 0, result.stderr
+            outputs.append(result.stdout)
+        assert "database" in outputs[0] and "created" in outputs[0]
+        assert outputs[1].strip().endswith(": ok")
+        assert f"pw-{suffix}" not in "".join(outputs)
+        # Its tables are created as that role: it owns the database (PostgreSQL 15 on lets
+        # only the owner create in `public`).
+        store = MaintenanceStore.open(uri, "compose")
+        try:
+            ids = {"dag_id": "d", "run_id": "r", "task_id": "t", "try_number": 1}
+            run = store.start_run("db.t", "ingest", **ids)
+            store.finish_run(run, state="success")
+            assert store.last_runs("db.t")["ingest"].state == "success"
+        finally:
+            store.close()
+    finally:
+        with admin_engine.connect() as conn:
+            conn.execute(text(f'DROP DATABASE IF EXISTS "{make_url(uri).database}" WITH (FORCE)'))
+            conn.execute(text(f'DROP ROLE IF EXISTS "{make_url(uri).username}"'))
+        admin_engine.dispose()
 
 
 def init_script(compose: Mapping[str, Any]) -> tuple[Path, dict[str, str]]:

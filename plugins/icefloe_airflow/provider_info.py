@@ -7,7 +7,11 @@ and `ui-field-behaviour`), and loads the UI plugin and the operators' extra link
 
 The connection type is `icefloe`, not `iceberg`: Apache Airflow's own Iceberg provider
 (`apache-airflow-providers-apache-iceberg`) owns that one. icefloe's hook still reads any
-connection by its id, whatever its type.
+connection by its id, an `iceberg` one as that provider does (see `icefloe_airflow.hook`).
+
+The config section `[icefloe]` declares `state_uri`, where the state store lives (see
+`icefloe_airflow.state`); declared here, Airflow lists it (`airflow config list`), knows its
+default and treats it as sensitive (`AIRFLOW__ICEFLOE__STATE_URI_SECRET`, `_CMD`).
 """
 
 from __future__ import annotations
@@ -16,6 +20,11 @@ from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 CONNECTION_TYPE = "icefloe"
+# The state store's setting (`icefloe_airflow.state_db` reads it); here, so that loading the
+# provider info, which every Airflow process does, imports nothing more.
+CONFIG_SECTION = "icefloe"
+STATE_URI_OPTION = "state_uri"
+DEFAULT_STATE_FILE = "icefloe_state.db"
 
 
 def _version() -> str:
@@ -48,38 +57,80 @@ def get_provider_info() -> dict[str, Any]:
                 "hook-class-name": "icefloe_airflow.hook.IcebergHook",
                 "hook-name": "Iceberg catalog (icefloe)",
                 "conn-fields": {
-                    "warehouse": {
-                        "label": "Warehouse",
-                        "description": "Where new tables go, and the SQLite catalog's home "
-                        "when no URI is given: /data/warehouse, s3://bucket/prefix",
-                        "schema": {"type": ["string", "null"]},
+                    "catalog_type": {
+                        "label": "Catalog type",
+                        "description": "sql (Iceberg's JDBC catalog in a database) or rest "
+                        "(an Iceberg REST catalog: Polaris, Gravitino, Nessie, Lakekeeper, "
+                        "Unity, Glue's REST endpoint ...); empty: rest for an http(s) URI",
+                        "schema": {"type": ["string", "null"], "enum": [None, "sql", "rest"]},
                     },
                     "uri": {
-                        "label": "Catalog database URI",
-                        "description": "SQLAlchemy URL of the catalog database, e.g. "
+                        "label": "Catalog URI",
+                        "description": "sql: SQLAlchemy URL of the catalog database, e.g. "
                         "postgresql+psycopg2://iceberg@db:5432/iceberg (empty: SQLite "
-                        "<warehouse>/catalog.db); its password goes in Password",
+                        "<warehouse>/catalog.db), its password in Password; rest: the "
+                        "catalog's https:// endpoint",
+                        "schema": {"type": ["string", "null"]},
+                    },
+                    "warehouse": {
+                        "label": "Warehouse",
+                        "description": "sql: where new tables go, and the SQLite catalog's "
+                        "home when no URI is given (/data/warehouse, s3://bucket/prefix); "
+                        "rest: the warehouse the server should serve, if it asks for one",
                         "schema": {"type": ["string", "null"]},
                     },
                     "catalog_name": {
                         "label": "Catalog name",
-                        "description": "The catalog's name in that database",
+                        "description": "The catalog's name: its rows in a SQL database, its "
+                        "tables' Airflow assets and its runs in icefloe's state store",
                         "schema": {"type": ["string", "null"], "default": "default"},
                     },
                     "properties": {
                         "label": "Catalog properties",
                         "description": "JSON object of Iceberg catalog and FileIO properties, "
-                        'e.g. {"s3.endpoint": "http://minio:9000"}',
+                        'e.g. {"s3.endpoint": "http://minio:9000"} or for rest {"scope": '
+                        '"PRINCIPAL_ROLE:ALL", "oauth2-server-uri": "https://idp/token"}',
                         "schema": {"type": ["string", "null"]},
+                    },
+                    "token": {
+                        "label": "REST bearer token",
+                        "description": "rest: a static token sent as Authorization: Bearer, "
+                        "instead of the client id and secret",
+                        "schema": {"type": ["string", "null"], "format": "password"},
                     },
                 },
                 "ui-field-behaviour": {
-                    "hidden-fields": ["host", "schema", "login", "port"],
-                    "relabeling": {"password": "Catalog database password"},
-                    "placeholders": {},
+                    "hidden-fields": ["host", "schema", "port"],
+                    "relabeling": {
+                        "login": "REST client ID",
+                        "password": "Database password / REST client secret",
+                    },
+                    "placeholders": {
+                        "login": "rest: OAuth2 client id (empty for sql)",
+                        "password": "sql: the database password; rest: the OAuth2 client secret",
+                    },
                 },
             }
         ],
+        "config": {
+            CONFIG_SECTION: {
+                "description": "icefloe's own settings.",
+                "options": {
+                    STATE_URI_OPTION: {
+                        "description": "SQLAlchemy URL of icefloe's state store: the tables' "
+                        "maintenance locks and run history, shared by every worker, whatever "
+                        "the catalogs' types. Empty: the SQLite file "
+                        f"<AIRFLOW_HOME>/{DEFAULT_STATE_FILE} (one machine only). A "
+                        "connection's extra state_uri overrides it for that connection.",
+                        "version_added": "0.1.0",
+                        "type": "string",
+                        "example": "postgresql+psycopg2://icefloe@db:5432/icefloe",
+                        "default": "",
+                        "sensitive": True,
+                    }
+                },
+            }
+        },
         "extra-links": ["icefloe_airflow.links.IcebergTableLink"],
         "asset-uris": [{"schemes": ["iceberg"], "handler": None}],
         "plugins": [{"name": "icefloe", "plugin-class": "icefloe_airflow.plugin.IcefloePlugin"}],

@@ -1,9 +1,22 @@
-"""Maintenance state in the catalog's own database: one lock per table, and the run history.
+"""icefloe's state store: one maintenance lock per table, and the run history.
 
-Why the catalog database: every Airflow worker that can run a job can already reach it (the
-job commits through it), it is shared by all schedulers and deployments maintaining the same
-tables, and it outlives Airflow's metadata database. Two tables are created on first use,
-next to Iceberg's `iceberg_tables`:
+A SQLAlchemy database of its own, whatever the catalog (SQL or REST): a REST catalog has no
+database to lend, and the locks must exclude each other across every worker and deployment
+maintaining the same tables, so the store is configured once for the whole Airflow:
+
+- Airflow config `[icefloe] state_uri` (env `AIRFLOW__ICEFLOE__STATE_URI`; a sensitive option,
+  so `AIRFLOW__ICEFLOE__STATE_URI_SECRET` / `_CMD` and secrets backends work for its password),
+  e.g. `postgresql+psycopg2://icefloe@db:5432/icefloe`;
+- overridden for one connection by its extra `state_uri` (a connection whose tables are
+  maintained by another team's store);
+- by default the SQLite file `<AIRFLOW_HOME>/icefloe_state.db`, which suits one machine (the
+  LocalExecutor, the demo); workers on several machines need a shared server.
+
+`icefloe_airflow.state_db` resolves the URL and makes the engine (and, for docker-compose, the
+PostgreSQL database). Rows are keyed by catalog name and table, so catalogs sharing a store
+need distinct names. Pointing `state_uri` at a SQL catalog's own database is allowed and finds
+the history that earlier versions kept there (same tables). Two tables are created on first
+use:
 
 - `icefloe_maintenance_locks`: at most one maintenance job per (catalog, table). A lock is a
   lease: it expires `ttl` after its last renewal, and a background thread renews it while the
@@ -50,6 +63,8 @@ from sqlalchemy import (
     update,
 )
 from sqlalchemy.exc import DBAPIError, IntegrityError
+
+from icefloe_airflow.state_db import create_state_engine
 
 log = logging.getLogger(__name__)
 
@@ -157,12 +172,34 @@ def _to_datetime(ms: int | None) -> datetime | None:
 
 class MaintenanceStore:
     """Locks and run history of the tables of one catalog (`catalog_name`) in `engine`'s
-    database; the tables are created on first use."""
+    database; the tables are created on first use. `open` makes a store with an engine of its
+    own, which `close` disposes of."""
 
     def __init__(self, engine: Engine, catalog_name: str = "default") -> None:
         self.engine = engine
         self.catalog_name = catalog_name
+        self._owns_engine = False
         self._ensure_schema()
+
+    @classmethod
+    def open(cls, uri: str, catalog_name: str = "default") -> MaintenanceStore:
+        """The store at the SQLAlchemy URL `uri` (see `state_db.configured_state_uri`)."""
+        engine = create_state_engine(uri)
+        try:
+            store = cls(engine, catalog_name)
+        except Exception:
+            engine.dispose()
+            raise
+        store._owns_engine = True
+        return store
+
+    def close(self) -> None:
+        if self._owns_engine:
+            self.engine.dispose()
+
+    def __repr__(self) -> str:
+        url = self.engine.url.render_as_string(hide_password=True)
+        return f"MaintenanceStore({url!r}, catalog_name={self.catalog_name!r})"
 
     def _ensure_schema(self) -> None:
         existing = set(inspect(self.engine).get_table_names())

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from icefloe_airflow.state_db import STATE_URI_ENV  # imports no Airflow: the settings hold
 
 ROOT = Path(__file__).resolve().parents[2]
 VENV_BIN = Path(sys.executable).parent
@@ -87,10 +88,18 @@ def warehouse(tmp_path: Path) -> Path:
     return path
 
 
+def state_store_uri(directory: Path) -> str:
+    """A state store of its own in `directory` (`[icefloe] state_uri`), never the catalog's
+    database: what tests record stays theirs, and the store is proven independent of it."""
+    return f"sqlite:///{directory / 'icefloe_state.db'}"
+
+
 @pytest.fixture
 def iceberg_connection(warehouse: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    """Point `iceberg_default` at this test's warehouse (SQLite catalog in it)."""
+    """Point `iceberg_default` at this test's warehouse (SQLite catalog in it), and icefloe's
+    state store at a SQLite file of this test's, beside the warehouse."""
     monkeypatch.setenv("AIRFLOW_CONN_ICEBERG_DEFAULT", iceberg_connection_json(warehouse))
+    monkeypatch.setenv(STATE_URI_ENV, state_store_uri(warehouse.parent))
     yield warehouse
 
 

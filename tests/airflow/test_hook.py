@@ -1,5 +1,6 @@
 """IcebergHook: Airflow connections (env var JSON form, as deployments set them) to real
-SQLite and PostgreSQL catalogs; the flags it gives the jobs open the very same catalog."""
+SQLite and PostgreSQL catalogs; the flags it gives the jobs open the very same catalog.
+REST and Airflow's own `iceberg` connections: test_connections.py."""
 
 from __future__ import annotations
 
@@ -52,20 +53,33 @@ def test_missing_table_is_icecores_error(iceberg_connection: Path) -> None:
         hook.close()
 
 
-def test_postgresql_catalog_and_state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_postgresql_catalog_and_a_state_store_of_its_own(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Catalog on PostgreSQL, runs in the SQLite file the connection's `state_uri` names:
+    the store is no longer the catalog's database."""
     reason = postgres_unavailable()
     if reason:
         pytest.skip(reason)
     from tests.support.catalogs import POSTGRES_URI  # noqa: PLC0415
 
     name = unique_catalog_name()
-    extra = {"uri": POSTGRES_URI, "catalog_name": name, "warehouse": str(tmp_path)}
+    state = f"sqlite:///{tmp_path}/state/runs.db"
+    extra = {
+        "uri": POSTGRES_URI,
+        "catalog_name": name,
+        "warehouse": str(tmp_path),
+        "state_uri": state,
+    }
     monkeypatch.setenv(
         "AIRFLOW_CONN_ICEBERG_PG", json.dumps({"conn_type": "icefloe", "extra": extra})
     )
+    monkeypatch.setenv("AIRFLOW__ICEFLOE__STATE_URI", "sqlite:////nowhere/overridden.db")
     hook = IcebergHook("iceberg_pg")
     try:
-        assert hook.settings() == CatalogSettings(POSTGRES_URI, name, str(tmp_path))
+        assert hook.settings() == CatalogSettings(
+            POSTGRES_URI, name, str(tmp_path), state_uri=state
+        )
         assert hook.job_args() == [
             "--catalog-name", name, "--catalog-uri", POSTGRES_URI, "--warehouse", str(tmp_path)
         ]  # fmt: skip
@@ -73,21 +87,17 @@ def test_postgresql_catalog_and_state(tmp_path: Path, monkeypatch: pytest.Monkey
         assert catalog.engine.dialect.name == "postgresql"  # type: ignore[attr-defined]
         catalog.create_namespace("db")
         catalog.create_table("db.events", SCHEMA)
+        assert hook.state_uri() == state
         store = hook.state_store()
-        assert store.catalog_name == name
+        assert (store.catalog_name, store.engine.dialect.name) == (name, "sqlite")
         run = store.start_run(
             "db.events", "ingest", dag_id="d", run_id="r", task_id="t", try_number=1
         )
         store.finish_run(run, state="success", result={"rows": 1})
         assert store.last_runs("db.events")["ingest"].result == {"rows": 1}
+        assert (tmp_path / "state" / "runs.db").is_file()
     finally:
-        from icefloe_airflow.state import RUNS  # noqa: PLC0415
-        from sqlalchemy import delete  # noqa: PLC0415
-
-        catalog = hook.get_catalog()
-        with catalog.engine.begin() as conn:  # type: ignore[attr-defined]
-            conn.execute(delete(RUNS).where(RUNS.c.catalog_name == name))
-        forget_catalog(catalog)  # type: ignore[arg-type]
+        forget_catalog(hook.get_catalog())  # type: ignore[arg-type]
         hook.close()
 
 

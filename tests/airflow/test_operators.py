@@ -34,8 +34,8 @@ from icefloe_airflow.operators.base import (
     package_zip,
 )
 from icefloe_airflow.policy import MaintenancePolicy
-from icefloe_airflow.state import LOCKS, RUNS, MaintenanceStore
-from sqlalchemy import delete, select
+from icefloe_airflow.state import MaintenanceStore
+from sqlalchemy import select
 
 from icecore.catalog import SqlCatalog
 from icecore.spec.schema import Schema
@@ -341,21 +341,19 @@ def test_ingest_then_compact_in_a_dag_run(
 def catalog_connection(
     iceberg_connection: Path, monkeypatch: pytest.MonkeyPatch
 ) -> Iterator[IcebergHook]:
-    """`iceberg_default` on PostgreSQL (a catalog name of its own) when a server answers, so
-    the job gets its catalog URI from the environment; else the SQLite catalog."""
-    name = "default"
+    """`iceberg_default` as Airflow's own Iceberg provider defines it (type `iceberg`, the
+    catalog's properties in its extras), to a SQL catalog: PostgreSQL (a catalog name of its
+    own) when a server answers, so the job gets its catalog URI from the environment; else
+    SQLite. Its runs go to the test's own state store (`iceberg_connection`)."""
+    warehouse = str(iceberg_connection)
+    extra = {"type": "sql", "uri": f"sqlite:///{warehouse}/catalog.db", "warehouse": warehouse}
     if postgres_unavailable() is None:
-        name = unique_catalog_name()
-        extra = {"uri": POSTGRES_URI, "catalog_name": name, "warehouse": str(iceberg_connection)}
-        connection = json.dumps({"conn_type": "icefloe", "extra": extra})
-        monkeypatch.setenv("AIRFLOW_CONN_ICEBERG_DEFAULT", connection)
+        extra.update(uri=POSTGRES_URI, catalog_name=unique_catalog_name())
+    connection = json.dumps({"conn_type": "iceberg", "extra": extra})
+    monkeypatch.setenv("AIRFLOW_CONN_ICEBERG_DEFAULT", connection)
     hook = IcebergHook()
     yield hook
-    catalog = hook.get_catalog()
-    with catalog.engine.begin() as conn:  # type: ignore[attr-defined]
-        conn.execute(delete(RUNS).where(RUNS.c.catalog_name == name))
-        conn.execute(delete(LOCKS).where(LOCKS.c.catalog_name == name))
-    forget_catalog(catalog)  # type: ignore[arg-type]
+    forget_catalog(hook.get_catalog())  # type: ignore[arg-type]
     hook.close()
 
 
@@ -363,7 +361,8 @@ def test_failed_job_raises_its_cause_and_is_recorded(
     run_dag: Callable[..., Any], catalog_connection: IcebergHook
 ) -> None:
     """A job that fails inside Spark: its one-line cause is the task's error and the run's
-    record; a table that does not exist is refused before anything starts or is recorded."""
+    record; a table that does not exist is refused before anything starts or is recorded.
+    The connection is an `iceberg` one: the job reached the table through it."""
     from airflow.sdk import DAG  # noqa: PLC0415
 
     catalog = catalog_connection.get_catalog()
@@ -377,8 +376,10 @@ def test_failed_job_raises_its_cause_and_is_recorded(
             retries=0,
         )
         ExpireSnapshotsOperator(task_id="missing", table="db.missing", retries=0)
+        TableHealthOperator(task_id="health", table="db.empty")
     run = run_dag(dag)
     assert run.state == "failed"
+    assert xcom(dag.dag_id, run.run_id, "health")["health"]["data_files"] == 0
     store = catalog_connection.state_store()
     [failed] = store.recent_runs("db.empty")
     assert (failed.job, failed.state, failed.result) == ("expire_snapshots", "failed", None)

@@ -3,6 +3,7 @@ that Airflow builds from the provider info alone (no hook code), as its UI asks 
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -34,9 +35,39 @@ def test_airflow_lists_the_provider_its_connection_type_hook_and_link() -> None:
 
 
 def test_the_connection_type_does_not_clash_with_airflows_iceberg_provider() -> None:
-    """apache-airflow-providers-apache-iceberg owns `iceberg`."""
+    """apache-airflow-providers-apache-iceberg owns `iceberg`; installed beside icefloe, each
+    provider keeps its connection type and hook."""
     types = [c["connection-type"] for c in get_provider_info()["connection-types"]]
     assert types == ["icefloe"]
+    providers = airflow("providers", "list")
+    assert "apache-airflow-providers-apache-iceberg" in providers and "icefloe" in providers
+    hooks = {
+        line.split("|")[0].strip(): line
+        for line in airflow("providers", "hooks").splitlines()
+        if line.count("|") >= 3
+    }
+    assert "airflow.providers.apache.iceberg.hooks.iceberg.IcebergHook" in hooks["iceberg"]
+    assert "icefloe_airflow.hook.IcebergHook" in hooks["icefloe"]
+
+
+def test_airflow_knows_the_state_store_option() -> None:
+    """`[icefloe] state_uri` is Airflow configuration: listed, read from its environment
+    variable, and sensitive (its value hidden unless asked for)."""
+    uri = "postgresql+psycopg2://icefloe:pw@db:5432/icefloe"
+    done = subprocess.run(
+        [str(AIRFLOW), "config", "get-value", "icefloe", "state_uri"],
+        env={**os.environ, "AIRFLOW__ICEFLOE__STATE_URI": uri},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip() == uri
+    listed = airflow("config", "list", "--section", "icefloe", "--include-descriptions")
+    assert "state_uri" in listed and "SQLAlchemy URL of icefloe's state store" in listed
+    [option] = get_provider_info()["config"]["icefloe"]["options"].values()
+    assert option["sensitive"] is True
 
 
 def test_the_connection_form_comes_from_the_provider_info() -> None:
@@ -46,7 +77,10 @@ def test_the_connection_form_comes_from_the_provider_info() -> None:
         "import json\n"
         "pm = ProvidersManager()\n"
         "widgets = {k: v.field for k, v in pm.connection_form_widgets.items() if 'icefloe' in k}\n"
-        "print(json.dumps({'widgets': widgets, 'behaviour': pm.field_behaviours.get('icefloe')}))"
+        "sensitive = sorted(k for k, v in pm.connection_form_widgets.items()\n"
+        "                   if 'icefloe' in k and v.is_sensitive)\n"
+        "print(json.dumps({'widgets': widgets, 'sensitive': sensitive,\n"
+        "                  'behaviour': pm.field_behaviours.get('icefloe')}))"
     )
     done = subprocess.run(
         [sys.executable, "-c", probe], capture_output=True, text=True, timeout=300, check=False
@@ -56,11 +90,16 @@ def test_the_connection_form_comes_from_the_provider_info() -> None:
 
     form = json.loads(done.stdout.strip().splitlines()[-1])
     fields = form["widgets"]
-    assert set(fields) == {
-        f"extra__icefloe__{name}" for name in ("warehouse", "uri", "catalog_name", "properties")
-    }
+    names = ("catalog_type", "uri", "warehouse", "catalog_name", "properties", "token")
+    assert set(fields) == {f"extra__icefloe__{name}" for name in names}
     assert fields["extra__icefloe__warehouse"]["schema"]["title"] == "Warehouse"
     assert fields["extra__icefloe__catalog_name"]["value"] == "default"
+    assert fields["extra__icefloe__catalog_type"]["schema"]["enum"] == [None, "sql", "rest"]
+    assert fields["extra__icefloe__token"]["schema"]["format"] == "password"  # masked
+    assert form["sensitive"] == ["extra__icefloe__token"]
     behaviour = form["behaviour"]
-    assert behaviour["hidden_fields"] == ["host", "schema", "login", "port"]
-    assert behaviour["relabeling"] == {"password": "Catalog database password"}
+    assert behaviour["hidden_fields"] == ["host", "schema", "port"]
+    assert behaviour["relabeling"] == {
+        "login": "REST client ID",
+        "password": "Database password / REST client secret",
+    }

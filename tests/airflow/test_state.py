@@ -1,5 +1,6 @@
-"""The maintenance store on real SQLite and PostgreSQL catalogs: run history, and table locks
-under contention between threads and between processes, including a holder killed with -9."""
+"""icefloe's state store on SQLite and PostgreSQL, a database of its own beside any catalog:
+run history, and table locks under contention between threads and between processes,
+including a holder killed with -9; where the store is configured."""
 
 from __future__ import annotations
 
@@ -12,23 +13,48 @@ import threading
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 from icefloe_airflow.state import LOCKS, RUNS, MaintenanceStore, TableBusyError, run_owner
-from sqlalchemy import delete
+from icefloe_airflow.state_db import STATE_URI_ENV, configured_state_uri, default_state_uri
+from sqlalchemy import delete, inspect
 
 from icecore.catalog import SqlCatalog
+from icecore.catalog.sql import TABLES
+from tests.support.catalogs import POSTGRES_URI, postgres_unavailable, unique_catalog_name
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
+def state_uri(backend: str, directory: Path) -> str:
+    """A state store on `backend`: a SQLite file of its own, or the PostgreSQL server."""
+    if backend == "sqlite":
+        return f"sqlite:///{directory / 'state' / 'icefloe_state.db'}"
+    if reason := postgres_unavailable():
+        pytest.skip(reason)
+    return POSTGRES_URI
+
+
+def forget_store(store: MaintenanceStore) -> None:
+    """Delete the store's rows (PostgreSQL outlives the test) and close it."""
+    with store.engine.begin() as conn:
+        conn.execute(delete(LOCKS).where(LOCKS.c.catalog_name == store.catalog_name))
+        conn.execute(delete(RUNS).where(RUNS.c.catalog_name == store.catalog_name))
+    store.close()
+
+
 @pytest.fixture
-def store(catalog: SqlCatalog) -> Iterator[MaintenanceStore]:
-    """A store in the catalog's database, under the test's own catalog name."""
-    yield MaintenanceStore(catalog.engine, catalog.name)
-    with catalog.engine.begin() as conn:  # PostgreSQL outlives the test
-        conn.execute(delete(LOCKS).where(LOCKS.c.catalog_name == catalog.name))
-        conn.execute(delete(RUNS).where(RUNS.c.catalog_name == catalog.name))
+def uri(backend: str, tmp_path: Path) -> str:
+    return state_uri(backend, tmp_path)
+
+
+@pytest.fixture
+def store(uri: str) -> Iterator[MaintenanceStore]:
+    """A store at `uri`, under a catalog name of the test's own."""
+    opened = MaintenanceStore.open(uri, unique_catalog_name())
+    yield opened
+    forget_store(opened)
 
 
 def test_runs_are_recorded_and_read_back(store: MaintenanceStore) -> None:
@@ -68,10 +94,8 @@ def test_runs_are_recorded_and_read_back(store: MaintenanceStore) -> None:
     assert store.tables() == ["db.events", "db.other"]
 
 
-def test_stores_of_two_catalogs_do_not_see_each_other(
-    store: MaintenanceStore, catalog: SqlCatalog
-) -> None:
-    other = MaintenanceStore(catalog.engine, catalog.name + "_other")
+def test_stores_of_two_catalogs_do_not_see_each_other(store: MaintenanceStore) -> None:
+    other = MaintenanceStore(store.engine, store.catalog_name + "_other")
     try:
         other.start_run(
             "db.events", "ingest", dag_id=None, run_id=None, task_id=None, try_number=None
@@ -80,8 +104,7 @@ def test_stores_of_two_catalogs_do_not_see_each_other(
             assert store.lock_holder("db.events") is None
             assert store.tables() == []
     finally:
-        with catalog.engine.begin() as conn:
-            conn.execute(delete(RUNS).where(RUNS.c.catalog_name == other.catalog_name))
+        forget_store(other)  # shares the engine: nothing to dispose of
 
 
 def test_finish_run_refuses_bad_input(store: MaintenanceStore) -> None:
@@ -179,9 +202,8 @@ def test_earlier_tries_left_running_are_marked_abandoned(store: MaintenanceStore
 HOLDER = """
 import sys, time
 from datetime import timedelta
-from sqlalchemy import create_engine
 from icefloe_airflow.state import MaintenanceStore, run_owner
-store = MaintenanceStore(create_engine(sys.argv[1]), sys.argv[2])
+store = MaintenanceStore.open(sys.argv[1], sys.argv[2])
 ids = {"dag_id": "d", "run_id": "r", "task_id": "doomed-worker", "try_number": 1}
 store.start_run("db.events", "rewrite_data_files", **ids)
 with store.lock("db.events", run_owner(**ids), ttl=timedelta(seconds=1.5)):
@@ -190,11 +212,9 @@ with store.lock("db.events", run_owner(**ids), ttl=timedelta(seconds=1.5)):
 """
 
 
-def test_killed_holder_frees_the_table_after_its_lease(
-    store: MaintenanceStore, catalog: SqlCatalog
-) -> None:
+def test_killed_holder_frees_the_table_after_its_lease(store: MaintenanceStore, uri: str) -> None:
     holder = subprocess.Popen(
-        [sys.executable, "-c", HOLDER, catalog.uri, catalog.name],
+        [sys.executable, "-c", HOLDER, uri, store.catalog_name],
         stdout=subprocess.PIPE,
         text=True,
         cwd=ROOT,
@@ -234,3 +254,64 @@ def test_killed_holder_frees_the_table_after_its_lease(
             holder.wait(timeout=30)
         if holder.stdout is not None:
             holder.stdout.close()
+
+
+OTHER_BACKEND = {"sqlite": "postgresql", "postgresql": "sqlite"}
+
+
+def test_the_store_keeps_to_its_own_database_beside_the_catalogs(
+    catalog: SqlCatalog, backend: str, tmp_path: Path
+) -> None:
+    """Catalog on one database, store on another (SQLite file / PostgreSQL, both ways): the
+    store's tables are created in its database only, and the catalog's stay in theirs; the
+    store works alike on both."""
+    catalog.create_namespace("db")
+    uri = state_uri(OTHER_BACKEND[backend], tmp_path)
+    store = MaintenanceStore.open(uri, catalog.name)
+    try:
+        run = store.start_run("db.t", "ingest", dag_id="d", run_id="r", task_id="t", try_number=1)
+        store.finish_run(run, state="success", result={"rows": 3})
+        with store.lock("db.t", "owner"):
+            assert store.lock_holder("db.t") is not None
+        assert store.last_runs("db.t")["ingest"].result == {"rows": 3}
+        assert store.engine.dialect.name == OTHER_BACKEND[backend]
+        # PostgreSQL's `test` database is every test's: look into the SQLite side.
+        if backend == "sqlite":
+            assert not {LOCKS.name, RUNS.name} & set(inspect(catalog.engine).get_table_names())
+        else:
+            assert TABLES.name not in inspect(store.engine).get_table_names()
+    finally:
+        forget_store(store)
+
+
+def test_a_catalog_database_given_as_state_store_keeps_its_history(catalog: SqlCatalog) -> None:
+    """Earlier versions kept the history in the SQL catalog's database: a store at that URL
+    reads it on (same tables), no migration."""
+    earlier = MaintenanceStore(catalog.engine, catalog.name)
+    ids = {"dag_id": "d", "run_id": "r", "task_id": "t", "try_number": 1}
+    run = earlier.start_run("db.t", "expire_snapshots", **ids)
+    earlier.finish_run(run, state="success", result={"expired": 2})
+    store = MaintenanceStore.open(catalog.uri, catalog.name)
+    try:
+        assert store.last_runs("db.t")["expire_snapshots"].result == {"expired": 2}
+    finally:
+        forget_store(store)
+
+
+def test_where_the_store_is_configured(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A connection's own `state_uri`, else Airflow's `[icefloe] state_uri` (its env var,
+    read when asked, as Airflow reads it), else SQLite in AIRFLOW_HOME, created on use."""
+    home = tmp_path / "airflow-home"
+    monkeypatch.setenv("AIRFLOW_HOME", str(home))
+    monkeypatch.delenv(STATE_URI_ENV, raising=False)
+    assert configured_state_uri() == default_state_uri()
+    assert default_state_uri() == f"sqlite:///{home}/icefloe_state.db"
+    store = MaintenanceStore.open(configured_state_uri(), "default")
+    try:
+        assert store.tables() == []
+        assert (home / "icefloe_state.db").is_file()
+    finally:
+        store.close()
+    monkeypatch.setenv(STATE_URI_ENV, "sqlite:////configured/state.db")
+    assert configured_state_uri() == "sqlite:////configured/state.db"
+    assert configured_state_uri("sqlite:////connection.db") == "sqlite:////connection.db"

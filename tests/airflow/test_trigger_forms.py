@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from icefloe_airflow.state_db import STATE_URI_ENV
 from playwright.sync_api import Page, sync_playwright
 
 from icecore.catalog import SqlCatalog, catalog_from_settings
@@ -86,6 +87,7 @@ def stack(airflow_db: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterato
         **os.environ,
         "AIRFLOW_CONN_ICEBERG_DEFAULT": connection,
         "ICEFLOE_TABLES_CONFIG": str(config),
+        STATE_URI_ENV: f"sqlite:///{warehouse.parent / 'icefloe_state.db'}",
     }
     with (
         airflow_server(env, all_admins=True, scheduler=True, dag_processor=True) as server,

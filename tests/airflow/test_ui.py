@@ -30,6 +30,7 @@ import httpx
 import pytest
 from icefloe_airflow.policy import JOB_ORDER, MaintenancePolicy, due_jobs, health_score
 from icefloe_airflow.state import MaintenanceStore
+from icefloe_airflow.state_db import STATE_URI_ENV
 
 from icecore.catalog import SqlCatalog, catalog_from_settings
 from icecore.catalog.sql import TABLES
@@ -80,8 +81,8 @@ def build_users(location: Path) -> LocalTable:
     return t
 
 
-def record_runs(catalog: SqlCatalog) -> None:
-    store = MaintenanceStore(catalog.engine)
+def record_runs(state_uri: str) -> None:
+    store = MaintenanceStore.open(state_uri)
     failed = store.start_run(
         "db.events",
         "convert_equality_deletes",
@@ -113,6 +114,7 @@ def record_runs(catalog: SqlCatalog) -> None:
         try_number=1,
     )
     store.finish_run(ingested, state="success", result={"mode": "append", "rows": 3})
+    store.close()
 
 
 class Cells(HTMLParser):
@@ -201,14 +203,16 @@ def ui(airflow_db: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[U
                 iceberg_type="TABLE",
             )
         )
-    record_runs(catalog)
+    # The runs live in a state store of their own (a SQLite file beside the catalog's).
+    state_uri = f"sqlite:///{warehouse.parent / 'icefloe_state.db'}"
+    record_runs(state_uri)
     config = warehouse.parent / "tables.yaml"
     events = {"table": "db.events", "schedule": "@daily", "thresholds": EVENTS_POLICY}
     ghost = {"table": "db.ghost", "schedule": None}
     config.write_text(json.dumps({"tables": [events, ghost]}))  # JSON is YAML
     # conftest put the session's Airflow settings in os.environ; the REST API defines the
     # connection below, so no environment variable may shadow it.
-    env = {**os.environ, "ICEFLOE_TABLES_CONFIG": str(config)}
+    env = {**os.environ, "ICEFLOE_TABLES_CONFIG": str(config), STATE_URI_ENV: state_uri}
     env.pop("AIRFLOW_CONN_ICEBERG_DEFAULT", None)
     with airflow_server(env, all_admins=True) as server:
         before = server.get("/icefloe/api/tables")
@@ -275,13 +279,17 @@ def test_the_connection_form_shows_icefloes_fields(ui: UI) -> None:
     assert icefloe["hook_name"] == "Iceberg catalog (icefloe)"
     fields = icefloe["extra_fields"]
     assert {name.rsplit("__", 1)[-1] for name in fields} == {
-        "warehouse",
+        "catalog_type",
         "uri",
+        "warehouse",
         "catalog_name",
         "properties",
+        "token",
     }
-    assert icefloe["standard_fields"]["password"]["title"] == "Catalog database password"
-    assert icefloe["standard_fields"]["host"]["hidden"] is True
+    standard = icefloe["standard_fields"]
+    assert standard["password"]["title"] == "Database password / REST client secret"
+    assert standard["login"]["title"] == "REST client ID"
+    assert standard["host"]["hidden"] is True
 
 
 def test_page_is_behind_airflow_auth(ui: UI) -> None:

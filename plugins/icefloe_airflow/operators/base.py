@@ -6,9 +6,10 @@ What it adds to SparkSubmitOperator:
   and `icecore` +
   `spark_jobs` travel to the executors as a `--py-files` zip (built once per source version);
 - `table` and `options` (templated) become the job's command line; the catalog settings come
-  from the Iceberg connection, so no DAG holds a database URI (the URI itself travels in the
-  job's environment, never on a command line that logs and process listings show);
-- maintenance jobs hold the table's lock in the MaintenanceStore while they run (never two
+  from the Iceberg connection (SQL or REST), so no DAG holds a URI (the URI and any credential
+  travel in the job's environment, never on a command line that logs and process listings
+  show);
+- maintenance jobs hold the table's lock in icefloe's state store while they run (never two
   maintenance jobs on one table; ingestion does not take it and keeps running);
 - every run is recorded (running -> success/failed) for the policy and the UI;
 - the job's JSON result is logged in words and returned, so it lands in XCom; a failure
@@ -50,7 +51,9 @@ from spark_jobs.specs.argv import RESULT_FILE_ENV
 from spark_jobs.specs.options import BOOLEAN, FILTER, PARTITION_SPEC, SORT_ORDER
 
 # Catalog flags come from the Iceberg connection; an option may not set them.
-CATALOG_OPTIONS = frozenset({"catalog_uri", "catalog_name", "warehouse", "catalog_property"})
+CATALOG_OPTIONS = frozenset(
+    {"catalog_uri", "catalog_type", "catalog_name", "warehouse", "catalog_property"}
+)
 # The job leaves Spark's log levels alone when the operator configured them (see
 # `_spark_logging`); run by hand, it turns Spark down to warnings itself.
 SPARK_LOGGING_ENV = "ICEFLOE_SPARK_LOGGING"
@@ -193,7 +196,7 @@ class IcefloeJobOperator(SparkSubmitOperator):
         `spark_jobs.specs.jobs`. Checked before anything else runs.
     :param from_params: take the table and the options from the DAG run's params (the
         job's trigger form, see `icefloe_airflow.forms`); `options` still apply beneath.
-    :param iceberg_conn_id: the Iceberg connection (catalog URI, name, warehouse).
+    :param iceberg_conn_id: the Iceberg connection (an `icefloe` or an `iceberg` one).
     :param conn_id: the Spark connection (master: local[*], spark://, yarn, k8s://).
     :param name: the Spark application name (default `icefloe-<job>`).
     :param lock_wait: seconds to wait for another maintenance job on the table to finish.

@@ -2,7 +2,8 @@
 
 Which tables: those listed in tables.yaml (with their policy and connection) and those with
 a recorded maintenance run in the state store of each connection involved (a table maintained
-by hand-triggered DAGs or by a user's own DAG appears there without being configured).
+by hand-triggered DAGs or by a user's own DAG appears there without being configured). Any
+catalog works, SQL or REST: tables are read through the `Catalog` API only.
 
 For each table the health report is computed live from the table's metadata (no data file is
 read), scored and turned into due jobs by the same policy the self-optimizing DAG uses, so the
@@ -200,9 +201,11 @@ def collect_overview() -> Overview:
         seen.add((config.iceberg_conn_id, config.table))
 
     statuses: list[TableStatus] = []
+    named: dict[tuple[str, str], tuple[str, tuple[Any, ...]]] = {}
     for conn_id, listed in entries.items():
         hook = IcebergHook(conn_id)
         try:
+            _note_catalog_names(hook, listed, named, notices)
             store: MaintenanceStore | None = hook.state_store()
             recorded = [t for t in store.tables() if (conn_id, t) not in seen]
         except Exception as exc:
@@ -216,6 +219,35 @@ def collect_overview() -> Overview:
         finally:
             hook.close()
     return Overview(statuses, notices, config_path, now)
+
+
+def _note_catalog_names(
+    hook: IcebergHook,
+    listed: list[tuple[str, TableConfig | None]],
+    named: dict[tuple[str, str], tuple[str, tuple[Any, ...]]],
+    notices: list[str],
+) -> None:
+    """Catalog names that silently go wrong: a tables.yaml entry scheduled on ingest events of
+    a catalog name its connection does not have (the DAG would never run), and two
+    connections to different catalogs under one name in one state store, which keys runs and
+    locks by catalog name (their tables would share history and locks)."""
+    settings = hook.settings()
+    for table, config in listed:
+        if config is not None and config.on_assets and config.catalog_name != settings.name:
+            notices.append(
+                f"tables.yaml: {table} waits for ingest events of catalog "
+                f"{config.catalog_name!r}, but connection {hook.iceberg_conn_id!r} names its "
+                f"catalog {settings.name!r}: set catalog_name: {settings.name}"
+            )
+    key = (hook.state_uri(), settings.name)
+    catalog = (settings.kind, settings.uri, settings.warehouse)
+    earlier = named.setdefault(key, (hook.iceberg_conn_id, catalog))
+    if earlier[1] != catalog:
+        notices.append(
+            f"connections {earlier[0]!r} and {hook.iceberg_conn_id!r} name different catalogs "
+            f"{settings.name!r} in one state store, so their tables share run history and "
+            "locks: give one of them another catalog_name"
+        )
 
 
 def _attach_overlaps(hook: IcebergHook, statuses: list[TableStatus], notices: list[str]) -> None:
