@@ -18,7 +18,8 @@ import pytest
 from icecore.catalog import load_catalog
 from icecore.errors import CatalogError
 
-KEY_ID, SECRET, REGION, SERVICE = "AKIDEXAMPLE", "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY", "eu-west-1", "glue"  # fmt: skip
+KEY_ID, SECRET = "AKIDEXAMPLE", "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY"
+REGION, SERVICE = "eu-west-1", "glue"
 
 
 def _hmac(key: bytes, text: str) -> bytes:
@@ -137,5 +138,5 @@ def test_a_wrong_secret_is_refused_in_one_line_naming_the_catalog(
     message = str(raised.value)
     assert "catalog 'glue'" in message and "not authorized" in message and "HTTP 403" in message
     assert "wrong" not in message
-    with pytest.raises(CatalogError, match="rest.signing-region"):
+    with pytest.raises(CatalogError, match=r"rest\.signing-region"):
         load_catalog("glue", {**_properties(uri), "rest.signing-region": ""})
