@@ -7,8 +7,10 @@ and must leave it healthy (no deletes, compacted files, nothing due) with the sa
 
 from __future__ import annotations
 
+import json
 import os
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +19,7 @@ from icefloe_airflow.assets import table_asset
 from icefloe_airflow.self_optimizing import optimize_dag_id
 from pyspark.sql import SparkSession
 
-from icecore.catalog import Catalog, catalog_from_settings
+from icecore.catalog import Catalog, catalog_from_settings, load_catalog
 from tests.airflow.tables import (
     CdcLog,
     ingest_cdc,
@@ -28,6 +30,7 @@ from tests.airflow.tables import (
     task_states,
     write_cdc_parquet,
 )
+from tests.support.rest_catalog import RestCatalogServer
 
 DAGS = Path(__file__).resolve().parents[2] / "dags"
 TABLE = "db.events"
@@ -228,3 +231,46 @@ def test_expire_snapshots_then_remove_orphan_files_dags(
     assert task_states(run) == {"remove_orphan_files": "success"}
     assert not orphan.exists()
     assert table_rows(catalog.load_table(TABLE)) == rows
+
+
+def test_self_optimizing_dag_heals_a_table_behind_a_rest_catalog(
+    spark: SparkSession,
+    rest_catalog_server: RestCatalogServer,
+    iceberg_connection: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The same healing through Iceberg's REST handlers, with the connection a user of the
+    official Iceberg provider already has (type `iceberg`: host, client id and secret)."""
+    server = rest_catalog_server
+    extra = {"warehouse": server.warehouse_location, "oauth2-server-uri": server.token_uri,
+             "scope": "catalog"}  # fmt: skip
+    connection = {"conn_type": "iceberg", "host": server.uri, "login": server.client_id,
+                  "password": server.client_secret, "extra": extra}  # fmt: skip
+    monkeypatch.setenv("AIRFLOW_CONN_ICEBERG_DEFAULT", json.dumps(connection))
+    catalog = load_catalog("iceberg_default", server.properties())
+    namespace = f"dag_{uuid.uuid4().hex[:8]}"
+    catalog.create_namespace(namespace)
+    name = f"{namespace}.events"
+    ingest_cdc(spark, catalog, name, 4, size=30, seed=5)
+    rows = table_rows(catalog.load_table(name))
+    config = tmp_path / "tables.yaml"
+    config.write_text(
+        f"tables:\n  - table: {name}\n    thresholds: {{minor_file_count: 3}}\n"
+        "    catalog_name: iceberg_default\n"
+    )
+    monkeypatch.setenv("ICEFLOE_TABLES_CONFIG", str(config))
+    server.reset()
+    run = load_dag(DAGS / "icefloe_self_optimizing.py", optimize_dag_id(name)).test()
+
+    states = task_states(run)
+    group = "self_optimizing."
+    for job in ("convert_equality_deletes", "rewrite_position_deletes", "rewrite_data_files"):
+        assert states[group + job] == "success", states
+    after = task_result(run, group + "health_after")
+    assert after["due"] == [] and after["health"]["equality_delete_files"] == 0
+    assert table_rows(catalog.load_table(name)) == rows
+    # Every commit went through the REST API, none behind its back.
+    path = f"/v1/{server.prefix}/namespaces/{namespace}/tables/events"
+    commits = [r for r in server.requests() if r == f"POST {path}"]
+    assert len(commits) >= 3
