@@ -26,6 +26,14 @@ to no effect, and only a rewrite removes them. A delete file is dangling when:
   number <= the delete's and a path within the delete's `file_path` bounds;
 - equality delete: no live data file of the same spec and partition (any partition, when the
   delete's spec is unpartitioned) has a data sequence number < the delete's.
+
+Deletion vectors (format v3) are counted apart from position delete files: one per data file
+(`files` is the number of DVs, `bytes` their blobs' lengths, not the size of the Puffin file
+they share, `records` the positions they delete). A DV dangles, like a position delete naming
+one data file, when that file is not live with a data sequence number <= the DV's. Their
+positions count in `delete_records`. `position_deletes` of a v3 table are legacy files (of a
+table upgraded from v2, or of writers that do not write DVs), which `rewrite_position_deletes`
+turns into DVs.
 """
 
 from __future__ import annotations
@@ -61,7 +69,9 @@ class FileStats:
 
     def add(self, data_file: DataFile) -> None:
         self.files += 1
-        self.bytes += data_file.file_size_in_bytes
+        # A DV's own bytes: its Puffin file is shared with the DVs of other data files.
+        size = data_file.content_size_in_bytes if data_file.is_deletion_vector else None
+        self.bytes += data_file.file_size_in_bytes if size is None else size
         self.records += data_file.record_count
 
     def merge(self, other: FileStats) -> None:
@@ -83,11 +93,18 @@ class FileHealth:
     small_data: FileStats = field(default_factory=FileStats)
     dangling_position_deletes: FileStats = field(default_factory=FileStats)
     dangling_equality_deletes: FileStats = field(default_factory=FileStats)
+    deletion_vectors: FileStats = field(default_factory=FileStats)
+    dangling_deletion_vectors: FileStats = field(default_factory=FileStats)
 
     @property
     def delete_records(self) -> int:
-        """Deleted positions plus equality delete keys (each key may delete many rows)."""
-        return self.position_deletes.records + self.equality_deletes.records
+        """Deleted positions (position delete files and DVs) plus equality delete keys (each
+        key may delete many rows)."""
+        return (
+            self.position_deletes.records
+            + self.deletion_vectors.records
+            + self.equality_deletes.records
+        )
 
     @property
     def delete_ratio(self) -> float | None:
@@ -98,7 +115,12 @@ class FileHealth:
 
     @property
     def dangling_delete_files(self) -> int:
-        return self.dangling_position_deletes.files + self.dangling_equality_deletes.files
+        """Dangling delete files, each DV counting as one."""
+        return (
+            self.dangling_position_deletes.files
+            + self.dangling_equality_deletes.files
+            + self.dangling_deletion_vectors.files
+        )
 
     def merge(self, other: FileHealth) -> None:
         for name in _STATS:
@@ -119,6 +141,8 @@ _STATS = (
     "small_data",
     "dangling_position_deletes",
     "dangling_equality_deletes",
+    "deletion_vectors",
+    "dangling_deletion_vectors",
 )
 
 
@@ -157,6 +181,7 @@ class HealthReport:
     delete_manifests: int
     totals: FileHealth
     partitions: list[PartitionHealth]
+    format_version: int = 2  # v3: position delete files are legacy (DVs replace them)
 
     @property
     def oldest_snapshot_age_ms(self) -> int | None:
@@ -176,6 +201,7 @@ class HealthReport:
     def to_dict(self) -> dict[str, Any]:
         return {
             "table": self.table,
+            "format_version": self.format_version,
             "snapshot_id": self.snapshot_id,
             "sequence_number": self.sequence_number,
             "computed_at_ms": self.computed_at_ms,
@@ -260,6 +286,7 @@ def table_health(
         delete_manifests=len(delete_manifests),
         totals=totals,
         partitions=partitions,
+        format_version=metadata.format_version,
     )
 
 
@@ -321,9 +348,12 @@ class _Accumulator:
             is_global = delete_file.spec_id in self._unpartitioned
             (self._eq_global if is_global else self._eq_partition).append(pending)
             return
-        health.position_deletes.add(delete_file)
+        if delete_file.is_deletion_vector:
+            health.deletion_vectors.add(delete_file)
+        else:
+            health.position_deletes.add(delete_file)
         lower, upper = _path_bounds(delete_file)
-        target = delete_file.referenced_data_file
+        target = delete_file.referenced_data_file or None  # DuckDB writes "" for none
         if target is None and lower is not None and lower == upper:
             target = lower.decode("utf-8")
         if target is not None:
@@ -383,6 +413,8 @@ class _Accumulator:
         health = self._partitions[d.key]
         if d.delete_file.content == FileContent.EQUALITY_DELETES:
             health.dangling_equality_deletes.add(d.delete_file)
+        elif d.delete_file.is_deletion_vector:
+            health.dangling_deletion_vectors.add(d.delete_file)
         else:
             health.dangling_position_deletes.add(d.delete_file)
 

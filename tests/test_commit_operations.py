@@ -12,7 +12,8 @@ import pytest
 from icecore.catalog.sql import SqlCatalog
 from icecore.errors import CommitConflictError, ValidationError
 from icecore.expressions import equal, greater_than_or_equal, less_than
-from icecore.spec.manifest import EntryStatus
+from icecore.spec.deletion_vectors import write_dvs
+from icecore.spec.manifest import DataFile, EntryStatus, FileContent, FileFormat
 from icecore.spec.manifest_list import ManifestContent
 from icecore.spec.snapshots import Operation, Snapshot
 from tests.support.committing import (
@@ -326,3 +327,50 @@ def test_removing_files_never_opens_manifests_of_other_partitions(catalog: SqlCa
     assert b_manifest in {m.manifest_path for m in manifests(t.table)}
     assert summary(t, "manifests-replaced", "manifests-kept") == ("1", "1")
     assert ids(t.table) == [10]
+
+
+def test_row_delta_replaces_one_dv_of_a_shared_puffin_file(catalog: SqlCatalog) -> None:
+    """`remove_deletes` takes out exactly the DV it names (by path and offset): the other DV
+    of the same Puffin file stays, and the replacing DV goes in by the same commit."""
+    t = CatalogTable.create(catalog, "dvs", properties={"format-version": "3"})
+    a1 = t.data([{"id": 1, "cat": "a"}, {"id": 2, "cat": "a"}, {"id": 3, "cat": "a"}])
+    b1 = t.data([{"id": 10, "cat": "b"}, {"id": 11, "cat": "b"}])
+    t.table.new_fast_append().append_file(a1).append_file(b1).commit()
+
+    def dvs(name: str, *positions: tuple[DataFile, list[int]]) -> list[DataFile]:
+        location = f"{t.table.metadata.location}/data/{name}.puffin"
+        by_path = {f.file_path: f for f, _ in positions}
+        written = write_dvs(t.table.io, location, {f.file_path: p for f, p in positions})
+        return [
+            DataFile(
+                w.file_path, FileFormat.PUFFIN, by_path[w.referenced_data_file].partition,
+                w.record_count, w.file_size_in_bytes, FileContent.POSITION_DELETES,
+                referenced_data_file=w.referenced_data_file, content_offset=w.content_offset,
+                content_size_in_bytes=w.content_size_in_bytes,
+            )
+            for w in written
+        ]  # fmt: skip
+
+    old_a, old_b = dvs("first", (a1, [0]), (b1, [1]))
+    t.table.new_row_delta().add_deletes(old_a).add_deletes(old_b).commit()
+    assert ids(t.table) == [2, 3, 10]
+
+    (new_a,) = dvs("second", (a1, [0, 2]))  # merged: the old position and a new one
+    t.table.new_row_delta().add_deletes(new_a).remove_deletes(old_a).commit()
+    assert head(t).operation is Operation.DELETE  # Java's: deletes added, no data
+    assert summary(t, "added-delete-files", "removed-delete-files", "total-delete-files") == (
+        "1",
+        "1",
+        "2",
+    )
+    assert ids(t.table) == [2, 10]
+    live_dvs = sorted(
+        (Path(e.data_file.file_path).stem, e.data_file.referenced_data_file)
+        for m in manifests(t.table)
+        for e in entries(t.table, m)
+        if e.status is not EntryStatus.DELETED and e.data_file.is_deletion_vector
+    )
+    assert live_dvs == [("first", b1.file_path), ("second", a1.file_path)]
+
+    with pytest.raises(ValidationError, match=r"removed meanwhile|not in branch"):
+        t.table.new_row_delta().remove_deletes(old_a).commit()

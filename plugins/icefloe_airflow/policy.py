@@ -26,6 +26,12 @@ Defaults and where they come from:
   minor optimizing for the same reason).
 - Any dangling delete file (one that applies to no live data file) makes delete compaction
   due: readers still open it, to no effect, and only a rewrite removes it.
+- Deletion vectors (format v3) are position deletes for these decisions, except the file
+  count: their positions count in the delete ratio, a dangling DV makes delete compaction due,
+  but a data file has at most one DV, which delete compaction cannot merge with anything (only
+  rewriting the data file removes it), so counting DVs towards `minor_file_count` would make it
+  due on every run and do nothing. On a v3 table, any live position delete file is legacy and
+  makes delete compaction due: it turns them into DVs.
 - `expire_interval = 1 day`, `orphan_interval = 7 days`: Amoro's periodic table expiring and
   orphan cleaning run about daily and weekly; here they are cadences measured from the last
   successful run of each job.
@@ -239,6 +245,7 @@ def measure_health(table: Table, policy: MaintenancePolicy) -> HealthReport:
 
 
 def _live_delete_files(health: FileHealth) -> int:
+    """Delete files a delete compaction can merge: not DVs (see the module docstring)."""
     return health.position_deletes.files + health.equality_deletes.files
 
 
@@ -250,6 +257,7 @@ def _live_delete_ratio(health: FileHealth) -> float:
         health.delete_records
         - health.dangling_position_deletes.records
         - health.dangling_equality_deletes.records
+        - health.dangling_deletion_vectors.records
     )
     return max(0, live) / health.data.records
 
@@ -312,6 +320,12 @@ def job_decisions(
             True,
             f"{len(minor)} partition(s) hold >= {policy.minor_file_count} delete files "
             f"(most: {worst.path or 'unpartitioned'} with {_live_delete_files(worst)})",
+        )
+    elif report.format_version >= 3 and totals.position_deletes.files:
+        decisions["rewrite_position_deletes"] = (
+            True,
+            f"{totals.position_deletes.files} position delete file(s) of a v3 table to turn "
+            "into deletion vectors",
         )
     elif totals.dangling_delete_files:
         decisions["rewrite_position_deletes"] = (
@@ -430,6 +444,8 @@ def health_summary(report: HealthReport) -> dict[str, Any]:
         "position_delete_records": totals.position_deletes.records,
         "equality_delete_files": totals.equality_deletes.files,
         "equality_delete_records": totals.equality_deletes.records,
+        "deletion_vectors": totals.deletion_vectors.files,
+        "deletion_vector_records": totals.deletion_vectors.records,
         "dangling_delete_files": totals.dangling_delete_files,
         "delete_ratio": totals.delete_ratio,
         "target_file_size_bytes": report.target_file_size_bytes,

@@ -48,6 +48,8 @@ def _ingest(r: Mapping[str, Any]) -> str:
             f"{_plural(r.get('position_delete_files'), 'position delete file')} and "
             f"{_plural(r.get('equality_delete_files'), 'equality delete file')}"
         )
+    if r.get("deletion_vectors"):
+        parts.append(_plural(r.get("deletion_vectors"), "deletion vector"))
     if r.get("table_created"):
         parts.append("table created")
     return ", ".join(parts)
@@ -56,6 +58,13 @@ def _ingest(r: Mapping[str, Any]) -> str:
 def _convert(r: Mapping[str, Any]) -> str:
     if not r.get("removed_equality_delete_files"):
         return "no equality deletes to convert"
+    if r.get("added_deletion_vectors"):
+        return (
+            f"replaced {_plural(r.get('removed_equality_delete_files'), 'equality delete file')} "
+            f"with {_plural(r.get('added_deletion_vectors'), 'deletion vector')} "
+            f"({_plural(r.get('deletion_vector_positions'), 'position')}), scanning "
+            f"{_plural(r.get('data_files_scanned'), 'data file')}{_commits(r)}"
+        )
     return (
         f"replaced {_plural(r.get('removed_equality_delete_files'), 'equality delete file')} "
         f"with {_plural(r.get('added_position_delete_files'), 'position delete file')} "
@@ -69,7 +78,8 @@ def _minor(r: Mapping[str, Any]) -> str:
         return "no delete files worth rewriting"
     return (
         f"rewrote {_plural(r.get('rewritten_delete_files'), 'delete file')} "
-        f"({size(r.get('rewritten_bytes'))}) into {r.get('added_delete_files', 0)}, dropped "
+        f"({size(r.get('rewritten_bytes'))}) into {r.get('added_delete_files', 0)}"
+        f"{' deletion vectors' if r.get('added_deletion_vectors') else ''}, dropped "
         f"{_plural(r.get('removed_dangling_delete_files'), 'dangling delete file')}"
         f"{_commits(r)}"
     )

@@ -25,6 +25,14 @@ overwritten meanwhile: a compaction that kept an older sequence number could hav
 rows the removed equality delete still deleted into a new file), and removing an equality
 delete that is no longer live is a conflict as well. New data committed meanwhile does not
 matter: the equality deletes never applied to it.
+
+Format v3: the matches become deletion vectors instead (`writing.deletion_vectors`), one per
+data file that has any, merged with the position deletes that apply to the file in the
+starting snapshot (its DV, or legacy position delete files of a table upgraded from v2),
+which a DV supersedes. The same commit removes the DVs they replace and the legacy files
+scoped to those data files; it fails if one of them is gone meanwhile, or if another writer
+added a position delete or DV for one of the data files (two DVs for one data file is a
+corrupt table). Each DV takes its partition's sequence number, as above.
 """
 
 from __future__ import annotations
@@ -60,6 +68,12 @@ from spark_jobs.reading.live_rows import BROADCAST_DELETE_ROWS
 from spark_jobs.reading.parquet_files import PerFile, read_parquet
 from spark_jobs.schema import quoted
 from spark_jobs.specs.jobs import ConvertEqualityDeletesOptions
+from spark_jobs.writing.deletion_vectors import (
+    DVTarget,
+    WrittenDVs,
+    previous_deletes,
+    write_deletion_vectors,
+)
 from spark_jobs.writing.files import RunFiles
 from spark_jobs.writing.grouped_deletes import GROUP, finish, write_position_deletes
 
@@ -91,6 +105,10 @@ def _counters() -> dict[str, Any]:
         "unused_equality_delete_files": 0,
         "added_position_delete_files": 0,
         "added_position_deletes": 0,
+        "added_deletion_vectors": 0,
+        "deletion_vector_positions": 0,
+        "replaced_deletion_vectors": 0,
+        "replaced_position_delete_files": 0,
         "data_files_scanned": 0,
         "data_bytes_scanned": 0,
         "added_bytes": 0,
@@ -111,8 +129,8 @@ def convert_once(spark: SparkSession, table: Table) -> dict[str, Any]:
             "status": "no-equality-deletes",
             "snapshot_id": state.snapshot.snapshot_id,
         }
-    used = [d for d in equality if state.applies.get(d.file.file_path)]
-    targets = sorted({t.file.file_path for d in used for t in state.applies[d.file.file_path]})
+    used = [d for d in equality if state.applies_to(d)]
+    targets = sorted({t.file.file_path for d in used for t in state.applies_to(d)})
     require_parquet([d.file for d in used] + [state.data_by_path[p].file for p in targets])
 
     groups, group_of_data, group_seq = _groups(state, used)
@@ -125,22 +143,45 @@ def convert_once(spark: SparkSession, table: Table) -> dict[str, Any]:
         table.name,
     )
     files = RunFiles(table.io, table.metadata, "convert-eq-deletes")
+    dvs = WrittenDVs([], {})
     with cleanup_on_failure(table, files, committed=lambda: False, uncommitted=list):
         if used:
             positions = _matches(spark, table, state, used, group_of_data)
-            write_position_deletes(files, positions, table.metadata.spec(), groups)
+            if table.metadata.format_version >= 3:
+                dv_targets = {
+                    p: DVTarget(t.file, previous_deletes(t.deletes))
+                    for p in targets
+                    for t in [state.data_by_path[p]]
+                }
+                dvs = write_deletion_vectors(spark, files, dv_targets, positions)
+            else:
+                write_position_deletes(files, positions, table.metadata.spec(), groups)
         added = finish(files, groups)
+        added += [(dv, group_of_data[dv.referenced_data_file or ""]) for dv in dvs.added]
         result.update(
             _commit(
-                table, state, equality=equality, added=added, group_seq=group_seq, targets=targets
+                table,
+                state,
+                equality=equality,
+                added=added,
+                removed=dvs.replaced(),
+                group_seq=group_seq,
+                targets=targets,
             )
         )
     result["removed_equality_delete_files"] = len(equality)
     result["removed_equality_deletes"] = sum(d.file.record_count for d in equality)
     result["unused_equality_delete_files"] = len(equality) - len(used)
-    result["added_position_delete_files"] = len(added)
-    result["added_position_deletes"] = sum(f.record_count for f, _ in added)
-    result["added_bytes"] = sum(f.file_size_in_bytes for f, _ in added)
+    parquet = [f for f, _ in added if not f.is_deletion_vector]
+    result["added_position_delete_files"] = len(parquet)
+    result["added_position_deletes"] = sum(f.record_count for f in parquet)
+    result["added_deletion_vectors"] = len(dvs.added)
+    result["deletion_vector_positions"] = sum(f.record_count for f in dvs.added)
+    replaced = dvs.replaced()
+    result["replaced_deletion_vectors"] = sum(f.is_deletion_vector for f in replaced)
+    result["replaced_position_delete_files"] = len(replaced) - result["replaced_deletion_vectors"]
+    puffins = {f.file_path: f.file_size_in_bytes for f in dvs.added}  # shared: counted once
+    result["added_bytes"] = sum(f.file_size_in_bytes for f in parquet) + sum(puffins.values())
     result["data_files_scanned"] = len(targets)
     result["data_bytes_scanned"] = sum(
         state.data_by_path[p].file.file_size_in_bytes for p in targets
@@ -157,7 +198,7 @@ def _groups(
     group_of_data: dict[str, int] = {}
     group_seq: dict[int, int] = {}
     for d in used:
-        for task in state.applies[d.file.file_path]:
+        for task in state.applies_to(d):
             key = (task.file.spec_id, tuple(task.file.partition))
             g = ids.setdefault(key, len(ids))
             group_of_data[task.file.file_path] = g
@@ -198,9 +239,7 @@ def _matches(
         by_ids[tuple(d.file.equality_ids or ())].append(d)
     scope: dict[str, set[int]] = defaultdict(set)
     for d in used:
-        scope[d.file.file_path].update(
-            group_of_data[t.file.file_path] for t in state.applies[d.file.file_path]
-        )
+        scope[d.file.file_path].update(group_of_data[t.file.file_path] for t in state.applies_to(d))
     io = table.io.properties
     frames = []
     for eq_ids, deletes in sorted(by_ids.items()):
@@ -232,9 +271,7 @@ def _matches(
         )
         if sum(d.file.record_count for d in deletes) <= BROADCAST_DELETE_ROWS:
             keys = F.broadcast(keys)  # the data rows are then never shuffled
-        data_files = sorted(
-            {t.file.file_path for d in deletes for t in state.applies[d.file.file_path]}
-        )
+        data_files = sorted({t.file.file_path for d in deletes for t in state.applies_to(d)})
         data_rows = read_parquet(
             spark,
             [(p, state.data_by_path[p].file.file_size_in_bytes) for p in data_files],
@@ -281,15 +318,23 @@ def _commit(
     *,
     equality: list[LiveDelete],
     added: list[tuple[DataFile, int]],
+    removed: list[DataFile],
     group_seq: Mapping[int, int],
     targets: list[str],
 ) -> dict[str, Any]:
     rewrite = DeleteRewrite(table).validate_from_snapshot(state.snapshot.snapshot_id)
     for d in equality:
         rewrite.delete_file(d.file)
+    for f in removed:  # what the new DVs replace
+        rewrite.delete_file(f)
     for f, g in added:
         rewrite.add_file(f, data_sequence_number=group_seq[g])
     rewrite.validate_data_files_exist(targets)
+    rewrite.validate_no_new_position_deletes(
+        state.data_by_path[f.referenced_data_file or ""].file
+        for f, _ in added
+        if f.is_deletion_vector
+    )
     rewrite.snapshot_property(JOB_PROPERTY, JOB)
     committed = rewrite.commit()
     snapshot = committed.snapshot_by_id(rewrite.snapshot_id)

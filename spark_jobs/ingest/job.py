@@ -55,6 +55,7 @@ from spark_jobs.schema import (
     quote_name,
 )
 from spark_jobs.specs.jobs import IngestOptions
+from spark_jobs.writing.deletion_vectors import DVTarget, WrittenDVs, write_deletion_vectors
 from spark_jobs.writing.files import (
     FileSet,
     RunFiles,
@@ -101,14 +102,16 @@ def run(
 
     run = RunFiles(table.io, table.metadata, "ingest")
     try:
+        dvs = WrittenDVs([], {})
         if options.mode in KEYED_MODES:
-            result.update(_write_changes(spark, table, run, options, frame=frame, keys=keys))
-            added = run.files()
+            counts, dvs = _write_changes(spark, table, run, options, frame=frame, keys=keys)
+            result.update(counts)
+            added = run.files() + dvs.added
         else:
             _write_rows(table, run, frame)
             added = run.files()
             result["rows"] = sum(f.record_count for f in added)
-        result.update(_commit(table, options, added))
+        result.update(_commit(table, options, added, removed=dvs.replaced()))
     except BatchAlreadyCommitted as exc:
         run.discard()
         return {**result, "status": "already-committed", "snapshot_id": exc.snapshot_id}
@@ -269,30 +272,35 @@ def _write_changes(
     *,
     frame: DataFrame,
     keys: list[str],
-) -> dict[str, int]:
+) -> tuple[dict[str, int], WrittenDVs]:
+    """The batch's files: data, deletes of rows it superseded itself (DVs on a v3 table,
+    returned; position delete files before), equality deletes of the keys it changed."""
     op_name = options.op_column if options.mode == "cdc" else None
     batch = resolve(frame, keys, options.mode, op_name)
+    dvs = WrittenDVs([], {})
     try:
         if batch.counts["I"] + batch.counts["U"]:
-            _write_written_rows(spark, table, run, batch, keys)
+            dvs = _write_written_rows(spark, table, run, batch, keys)
         if batch.counts["U"] + batch.counts["D"]:
             _write_equality_deletes(table, run, batch, keys)
     finally:
         batch.release()
-    return {
+    counts = {
         "rows": batch.rows,
         "inserts": batch.counts["I"],
         "updates": batch.counts["U"],
         "deletes": batch.counts["D"],
         "superseded_in_batch": batch.superseded,
     }
+    return counts, dvs
 
 
 def _write_written_rows(
     spark: SparkSession, table: Table, run: RunFiles, batch: ResolvedBatch, keys: list[str]
-) -> None:
-    """Data files of the I and U rows, then position deletes of those a later change of
-    the batch supersedes."""
+) -> WrittenDVs:
+    """Data files of the I and U rows, then the deletes of those a later change of the
+    batch supersedes: DVs on a v3 table (returned; their data files are new, so there is no
+    older DV to merge), position delete files before."""
     metadata = table.metadata
     schema, spec = metadata.schema(), metadata.spec()
     layout = PartitionLayout(spec, schema, RESERVED_COLUMNS)
@@ -310,7 +318,7 @@ def _write_written_rows(
     file_set = _rows(metadata, layout)
     data_files = run.write(ordered.select(*columns), file_set, rows_per_file(metadata))
     if not batch.superseded:
-        return
+        return WrittenDVs([], {})
     positions = superseded_positions(
         spark,
         rows,
@@ -320,10 +328,15 @@ def _write_written_rows(
         layout=layout,
         io_properties=run.io_properties,
     )
+    if metadata.format_version >= 3:
+        written = set(data_files)
+        targets = {f.file_path: DVTarget(f) for f in run.files() if f.file_path in written}
+        return write_deletion_vectors(spark, run, targets, positions)
     names = [quote_name(n) for n in layout.names]
     positions = positions.repartition(*names) if names else positions.repartition(1)
     positions = positions.sortWithinPartitions(*names, "file_path", "pos")
     run.write(positions, FileSet.position_deletes(spec, layout))
+    return WrittenDVs([], {})
 
 
 def _write_equality_deletes(
@@ -355,7 +368,11 @@ def _write_equality_deletes(
 # Commit -----------------------------------------------------------------------------------------
 
 
-def _commit(table: Table, options: IngestOptions, added: list[DataFile]) -> dict[str, Any]:
+def _commit(
+    table: Table, options: IngestOptions, added: list[DataFile], *, removed: list[DataFile]
+) -> dict[str, Any]:
+    """One commit of the batch's files; a keyed batch's is a row delta, which also removes
+    the DVs its new DVs replace (`removed`), so a data file never has two."""
     table.refresh()
     producer: SnapshotProducer
     if options.mode == "append":
@@ -375,6 +392,8 @@ def _commit(table: Table, options: IngestOptions, added: list[DataFile]) -> dict
                 delta.add_rows(f)
             else:
                 delta.add_deletes(f)
+        for f in removed:
+            delta.remove_deletes(f)
         producer = delta
     producer.snapshot_property(INGEST_MODE, options.mode)
     if options.batch_id:
@@ -397,6 +416,8 @@ def _file_counts(files: list[DataFile]) -> dict[str, int]:
         "position_deletes": 0,
         "equality_delete_files": 0,
         "equality_deletes": 0,
+        "deletion_vectors": 0,
+        "deletion_vector_positions": 0,
         "bytes_written": 0,
     }
     prefix = {
@@ -404,9 +425,16 @@ def _file_counts(files: list[DataFile]) -> dict[str, int]:
         FileContent.POSITION_DELETES: ("position_delete_files", "position_deletes"),
         FileContent.EQUALITY_DELETES: ("equality_delete_files", "equality_deletes"),
     }
+    puffin_sizes: dict[str, int] = {}  # a Puffin file holds many DVs: count its size once
     for f in files:
+        if f.is_deletion_vector:
+            out["deletion_vectors"] += 1
+            out["deletion_vector_positions"] += f.record_count
+            puffin_sizes[f.file_path] = f.file_size_in_bytes
+            continue
         count_key, record_key = prefix[f.content]
         out[count_key] += 1
         out[record_key] += f.record_count
         out["bytes_written"] += f.file_size_in_bytes
+    out["bytes_written"] += sum(puffin_sizes.values())
     return out

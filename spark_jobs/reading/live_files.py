@@ -20,7 +20,7 @@ from icecore.expressions import BooleanExpression
 from icecore.expressions.projection import inclusive_projection
 from icecore.expressions.pruning import PartitionEvaluator
 from icecore.scan import FileScanTask, snapshot_manifests
-from icecore.spec.manifest import DataFile, FileContent, FileFormat, read_manifest
+from icecore.spec.manifest import DataFile, FileContent, FileFormat, content_key, read_manifest
 from icecore.spec.manifest_list import ManifestContent
 from icecore.spec.schema import Schema
 from icecore.spec.snapshots import Snapshot
@@ -40,10 +40,17 @@ class LiveDelete:
     def partition_key(self) -> PartitionKey:
         return self.file.spec_id, tuple(self.file.partition)
 
+    @property
+    def key(self) -> str:
+        """What tells it apart: its location, and for a deletion vector its offset too (one
+        Puffin file holds the DVs of many data files)."""
+        return content_key(self.file)
+
 
 @dataclass
 class LiveState:
-    """A snapshot's live files and which deletes apply to which data files."""
+    """A snapshot's live files and which deletes apply to which data files; `deletes` and
+    `applies` are keyed by `LiveDelete.key`."""
 
     table: Table
     snapshot: Snapshot
@@ -57,6 +64,10 @@ class LiveState:
 
     def of_content(self, content: FileContent) -> list[LiveDelete]:
         return [d for d in self.deletes.values() if d.file.content == content]
+
+    def applies_to(self, delete: LiveDelete) -> list[FileScanTask]:
+        """The live data files (scan tasks) the planner paired `delete` with."""
+        return self.applies.get(delete.key, [])
 
 
 def live_state(table: Table, snapshot_id: int | None = None) -> LiveState | None:
@@ -77,12 +88,13 @@ def live_state(table: Table, snapshot_id: int | None = None) -> LiveState | None
         for entry in read_manifest(table.io, manifest, spec=spec, live_only=True):
             if entry.sequence_number is None:
                 raise JobError(f"{entry.data_file.file_path} has no data sequence number")
-            deletes[entry.data_file.file_path] = LiveDelete(entry.data_file, entry.sequence_number)
+            live = LiveDelete(entry.data_file, entry.sequence_number)
+            deletes[live.key] = live
     tasks = list(table.scan(snapshot_id=snapshot.snapshot_id).plan_files())
     applies: dict[str, list[FileScanTask]] = defaultdict(list)
     for task in tasks:
         for d in task.deletes:
-            applies[d.file_path].append(task)
+            applies[content_key(d)].append(task)
     return LiveState(table, snapshot, tasks, deletes, dict(applies))
 
 

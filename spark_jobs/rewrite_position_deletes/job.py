@@ -36,6 +36,15 @@ the whole job plans again from the new state, with it only the conflicting group
 partitions do (the other commits stand); up to `--max-attempts` plans in all, then the job
 fails naming the conflicting snapshot (with partial progress: reports `failed_groups`, and
 fails only when nothing could be committed).
+
+Format v3: position delete files are legacy there (a data file's deletes belong in its one
+deletion vector), so every live one in the `--where` partitions is converted, whatever its
+size: per partition one group, since a data file's DV must take all of its legacy files at
+once. Each data file the planner pairs them with gets a DV (`writing.deletion_vectors`) of
+the rows the paired files name for it, taking the group's sequence number; the commit removes
+the legacy files. Live DVs are never rewritten (there is at most one per data file already);
+dangling ones, whose data file is gone, are removed like any dangling delete. With partial
+progress, DVs of different commits never share a Puffin file.
 """
 
 from __future__ import annotations
@@ -76,6 +85,11 @@ from spark_jobs.reading.live_files import (
 from spark_jobs.reading.parquet_files import PerFile, read_parquet
 from spark_jobs.schema import quoted
 from spark_jobs.specs.jobs import RewritePositionDeletesOptions
+from spark_jobs.writing.deletion_vectors import (
+    DVTarget,
+    previous_deletes,
+    write_deletion_vectors,
+)
 from spark_jobs.writing.files import DELETE_FILE_PATH, DELETE_POS, RunFiles
 from spark_jobs.writing.grouped_deletes import (
     GROUP,
@@ -103,6 +117,7 @@ class DeleteGroup:
     key: PartitionKey
     files: list[LiveDelete]
     equality_ids: tuple[int, ...] | None = None  # None: position deletes
+    into_dvs: bool = False  # position deletes of a v3 table: converted into DVs
 
     @property
     def sequence_number(self) -> int:
@@ -111,7 +126,8 @@ class DeleteGroup:
 
     def describe(self) -> str:
         kind = "position" if self.equality_ids is None else f"equality {list(self.equality_ids)}"
-        return f"{kind} deletes of spec {self.key[0]} partition {self.key[1]!r}"
+        into = " into deletion vectors" if self.into_dvs else ""
+        return f"{kind} deletes{into} of spec {self.key[0]} partition {self.key[1]!r}"
 
 
 @dataclass
@@ -189,15 +205,22 @@ def plan(
     for d in state.deletes.values():
         if not keep(d.partition_key):
             continue
-        if not state.applies.get(d.file.file_path):
+        if not state.applies_to(d):
             dangling.append(d)
+        elif d.file.is_deletion_vector:
+            continue  # the one DV of its data file: nothing to merge it with
         elif d.file.content == FileContent.POSITION_DELETES:
             by_partition[d.partition_key].append(d)
         elif d.file.content == FileContent.EQUALITY_DELETES:
             ids = tuple(d.file.equality_ids or ())
             equality[(d.partition_key, d.sequence_number, ids)].append(d)
     groups: list[DeleteGroup] = []
+    into_dvs = state.table.metadata.format_version >= 3
     for key, files in by_partition.items():
+        if into_dvs:
+            members = sorted(files, key=lambda d: d.file.file_path)
+            groups.append(DeleteGroup(len(groups), key, members, into_dvs=True))
+            continue
         for packed in _bin_pack(_choose(files, options, sizes), options.max_file_group_size_bytes):
             if options.rewrite_all or len(packed) > 1 or _size(packed) > sizes.max_size:
                 groups.append(DeleteGroup(len(groups), key, packed))
@@ -252,6 +275,7 @@ def _counters() -> dict[str, Any]:
         "dropped_position_deletes": 0,
         "merged_equality_delete_files": 0,
         "added_equality_delete_files": 0,
+        "added_deletion_vectors": 0,
         "rewritten_groups": 0,
         "planned_groups": 0,
         "commits": [],
@@ -300,13 +324,19 @@ def rewrite_once(
     written: dict[int, list[DataFile]] = defaultdict(list)
     done: set[int] = set()  # groups committed, or whose files were already deleted
     commits_before = len(result["commits"])
+    batches = commit_batches(
+        chosen.groups, options.partial_progress_enabled, options.partial_progress_max_commits
+    )
     with cleanup_on_failure(
         table,
         run,
         committed=lambda: len(result["commits"]) > commits_before,
         uncommitted=lambda: [f for g, fs in written.items() if g not in done for f in fs],
     ):
-        if chosen.of_kind(equality=False):
+        to_dvs = [g for g in chosen.of_kind(equality=False) if g.into_dvs]
+        if to_dvs:
+            _write_dvs(spark, run, state, groups=to_dvs, batches=batches, written=written)
+        if len(to_dvs) < len(chosen.of_kind(equality=False)):
             _write_positions(spark, run, table, state=state, chosen=chosen, sizes=sizes)
         if chosen.of_kind(equality=True):
             _write_equalities(spark, run, table, chosen=chosen)
@@ -314,9 +344,6 @@ def rewrite_once(
         for f, g in finish(run, groups):
             written[g].append(f)
         failed: Failed = []
-        batches = commit_batches(
-            chosen.groups, options.partial_progress_enabled, options.partial_progress_max_commits
-        )
         for n, batch in enumerate(batches):
             dangling = chosen.dangling if n == 0 else []
             try:
@@ -352,21 +379,26 @@ def _commit(
         for f in written[g.index]:
             rewrite.add_file(f, data_sequence_number=g.sequence_number)
             added.append(f)
+    rewrite.validate_no_new_position_deletes(  # a second DV for a data file: corrupt
+        state.data_by_path[f.referenced_data_file or ""].file for f in added if f.is_deletion_vector
+    )
     rewrite.snapshot_property(JOB_PROPERTY, JOB)
     metadata = rewrite.commit()
     snapshot = metadata.snapshot_by_id(rewrite.snapshot_id)
     positions = [d for g in batch if g.equality_ids is None for d in g.files]
     added_positions = [f for f in added if f.content == FileContent.POSITION_DELETES]
+    sizes = {f.file_path: f.file_size_in_bytes for f in added}  # a Puffin file counts once
     counts = {
         "rewritten_delete_files": len(inputs),
         "added_delete_files": len(added),
         "rewritten_bytes": _size(inputs),
-        "added_bytes": sum(f.file_size_in_bytes for f in added),
+        "added_bytes": sum(sizes.values()),
         "removed_dangling_delete_files": len(dangling),
         "rewritten_position_deletes": sum(d.file.record_count for d in positions),
         "added_position_deletes": sum(f.record_count for f in added_positions),
         "merged_equality_delete_files": len(inputs) - len(positions),
         "added_equality_delete_files": len(added) - len(added_positions),
+        "added_deletion_vectors": sum(f.is_deletion_vector for f in added),
         "rewritten_groups": len(batch),
     }
     counts["dropped_position_deletes"] = (
@@ -392,14 +424,14 @@ def _write_positions(
     chosen: _Plan,
     sizes: FileSizeBounds,
 ) -> None:
-    groups = chosen.of_kind(equality=False)
+    groups = [g for g in chosen.of_kind(equality=False) if not g.into_dvs]
     inputs = [d for g in groups for d in g.files]
     delete_id = {d.file.file_path: i for i, d in enumerate(inputs)}
     pairs = [
         (delete_id[d.file.file_path], task.file.file_path, g.index)
         for g in groups
         for d in g.files
-        for task in state.applies[d.file.file_path]
+        for task in state.applies_to(d)
     ]
     rows = read_parquet(
         spark,
@@ -425,6 +457,33 @@ def _write_positions(
     write_position_deletes(
         run, kept.distinct(), table.metadata.spec(), keys, max_records=max_records
     )
+
+
+def _write_dvs(
+    spark: SparkSession,
+    run: RunFiles,
+    state: LiveState,
+    *,
+    groups: list[DeleteGroup],
+    batches: list[list[DeleteGroup]],
+    written: dict[int, list[DataFile]],
+) -> None:
+    """The DVs of every data file the groups' legacy files apply to, into `written` by
+    group; DVs of different commits (`batches`) go to different Puffin files. The legacy
+    files each DV replaces are the group's own files, which the commit removes."""
+    bucket = {g.index: n for n, batch in enumerate(batches) for g in batch}
+    group_of: dict[str, int] = {}
+    targets: dict[str, DVTarget] = {}
+    for g in groups:
+        for d in g.files:
+            for task in state.applies_to(d):
+                path = task.file.file_path
+                group_of[path] = g.index
+                previous = previous_deletes(task.deletes)
+                targets[path] = DVTarget(task.file, previous, bucket[g.index])
+    dvs = write_deletion_vectors(spark, run, targets, convert_legacy=True)
+    for dv in dvs.added:
+        written[group_of[dv.referenced_data_file or ""]].append(dv)
 
 
 def _write_equalities(spark: SparkSession, run: RunFiles, table: Table, *, chosen: _Plan) -> None:

@@ -22,6 +22,8 @@ from icefloe_airflow.policy import (
 
 from icecore.catalog import SqlCatalog
 from icecore.health import HealthReport
+from icecore.spec.deletion_vectors import write_dvs
+from icecore.spec.manifest import DataFile, FileContent, FileFormat
 from tests.support.samples import PSCHEMA, spec_of
 from tests.support.tables import LocalTable
 
@@ -181,6 +183,46 @@ def test_dangling_deletes_trigger_delete_compaction(
     due = due_jobs(report, MaintenancePolicy(), RECENT, NOW)
     assert [d.job for d in due] == ["rewrite_position_deletes"]
     assert "1 dangling delete file(s)" in due[0].reason
+
+
+def test_dvs_count_as_deletes_but_not_as_files_and_legacy_files_of_v3_are_due(
+    tmp_path: Path, sql_catalog: SqlCatalog
+) -> None:
+    """A data file has at most one DV, which delete compaction cannot merge: twelve of them
+    in a partition must not make it due (it would be due forever). A position delete file
+    on a v3 table is legacy: delete compaction turns it into a DV."""
+    table = new_table(tmp_path, target=1000)  # no data file is small
+    files = [table.write_data(rows("a", *range(n * 100, n * 100 + 100))) for n in range(13)]
+    table.commit(add=files)
+    table.commit(add=[table.write_position_deletes([(files[12].file_path, 1)])])
+    report_of(table, sql_catalog)  # registers db.t
+    iceberg = sql_catalog.load_table("db.t")
+    iceberg.update_properties().set("format-version", "3").commit()
+    location = f"{iceberg.metadata.location}/data/dvs.puffin"
+    written = write_dvs(iceberg.io, location, {f.file_path: [0] for f in files[:12]})
+    delta = iceberg.new_row_delta()
+    for w, f in zip(written, files, strict=False):
+        delta.add_deletes(
+            DataFile(
+                w.file_path, FileFormat.PUFFIN, f.partition, w.record_count,
+                w.file_size_in_bytes, FileContent.POSITION_DELETES, spec_id=f.spec_id,
+                referenced_data_file=f.file_path, content_offset=w.content_offset,
+                content_size_in_bytes=w.content_size_in_bytes,
+            )
+        )  # fmt: skip
+    delta.commit()
+
+    policy = MaintenancePolicy()
+    report = measure_health(sql_catalog.load_table("db.t"), policy)
+    assert (report.totals.deletion_vectors.files, report.totals.position_deletes.files) == (12, 1)
+    assert report.totals.delete_records == 13
+    # A DV's bytes are its blob's, not those of the Puffin file the twelve share.
+    assert report.totals.deletion_vectors.bytes == sum(w.content_size_in_bytes for w in written)
+    due = due_jobs(report, policy, RECENT, NOW)
+    assert [d.job for d in due] == ["rewrite_position_deletes"]
+    assert due[0].reason == "1 position delete file(s) of a v3 table to turn into deletion vectors"
+    summary = health_summary(report)
+    assert (summary["deletion_vectors"], summary["deletion_vector_records"]) == (12, 12)
 
 
 def test_expiry_and_orphan_removal_follow_their_cadence(
