@@ -29,8 +29,8 @@ def create_table(
     properties: Mapping[str, str],
     format_version: int,
 ) -> Table:
-    if format_version != 2:
-        raise JobError(f"--format-version {format_version}: only format version 2 is written")
+    if format_version not in (2, 3):
+        raise JobError(f"--format-version {format_version}: format versions 2 and 3 are written")
     try:
         spec = parse_partition_spec(partition_by, schema)
     except ValidationError as exc:
@@ -43,8 +43,10 @@ def create_table(
     if not catalog.namespace_exists(namespace):
         with contextlib.suppress(AlreadyExistsError):  # created by a concurrent run
             catalog.create_namespace(namespace)
+    properties = dict(properties)
+    properties.setdefault("format-version", str(format_version))
     return catalog.create_table(
-        identifier, schema, spec=spec, sort_order=order, properties=dict(properties)
+        identifier, schema, spec=spec, sort_order=order, properties=properties
     )
 
 

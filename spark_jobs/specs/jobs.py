@@ -452,7 +452,7 @@ class IngestOptions(JobOptions):
         {}, PAIRS, "with create: a table property", flag="--property", title="Table properties"
     )
     format_version: int = option(
-        2, integer(1, 2), "with create: the table's format version", form=False
+        2, integer(2, 3), "with create: the table's format version", form=False
     )
 
 
