@@ -157,3 +157,32 @@ def test_a_puffin_file_shared_by_dvs_lives_while_any_of_its_dvs_does(v3: Catalog
     assert first not in result.files.all_paths()  # b's DV in it is live
     assert table.io.exists(first) and table.io.exists(second)
     assert [r["id"] for r in rows(table)] == [1, 2, 10, 12, 13]
+
+
+def test_the_worked_merge_on_read_example_with_a_deletion_vector(v3: CatalogTable) -> None:
+    """The seed's example on v3: snapshot 1 adds a; 2 adds equality delete b (id = 2) and c;
+    3 adds a DV for c's first row, and e. Each snapshot reads as the spec's rules say, in
+    icecore and in DuckDB (PyIceberg cannot apply equality deletes)."""
+    table = v3.table
+    a = v3.data([{"id": 1, "cat": "a", "v": 1}, {"id": 2, "cat": "a", "v": 2}], name="a")
+    table.new_fast_append().append_file(a).commit()
+    b = v3.equality_deletes([{"id": 2, "cat": "a"}], ["id"])
+    c = v3.data([{"id": 3, "cat": "a", "v": 3}, {"id": 2, "cat": "a", "v": 20}], name="c")
+    table.new_row_delta().add_rows(c).add_deletes(b).commit()
+    puffin = f"{table.metadata.location}/data/d-deletes.puffin"
+    (written,) = write_dvs(table.io, puffin, {c.file_path: [0]})
+    e = v3.data([{"id": 4, "cat": "a", "v": 4}], name="e")
+    table.new_row_delta().add_rows(e).add_deletes(_dv(v3, puffin, written, c)).commit()
+
+    s1, s2, s3 = (s.snapshot_id for s in table.metadata.snapshots)
+    expected = {s1: [(1, 1), (2, 2)], s2: [(1, 1), (2, 20), (3, 3)], s3: [(1, 1), (2, 20), (4, 4)]}
+    for snapshot_id, want in expected.items():
+        got = sorted((r["id"], r["v"]) for r in rows(table, snapshot_id=snapshot_id))
+        assert got == want, snapshot_id
+    con = connect()
+    sql = f"SELECT id, v FROM iceberg_scan('{table.metadata_location}') ORDER BY id"
+    assert con.execute(sql).fetchall() == expected[s3]
+    # The DV pairs with c alone, at c's sequence number or later (spec: "Scan Planning").
+    tasks = {Path(t.file.file_path).stem: t for t in table.scan().plan_files()}
+    assert [d.is_deletion_vector for d in tasks["c"].deletes] == [True]
+    assert all(not d.is_deletion_vector for d in tasks["a"].deletes)

@@ -17,25 +17,15 @@ from icecore.errors import ValidationError
 from icecore.scan import TableScan
 from icecore.spec.deletion_vectors import write_dvs
 from icecore.spec.manifest import DataFile, FileContent, FileFormat
-from tests.support.duckdb import connect, extension_path
+from tests.support.duckdb import attach_rest, connect
 from tests.support.reader import scan_rows
 from tests.support.rest_catalog import RestCatalogServer
 
 
 @pytest.fixture
 def duck(rest_catalog_server: RestCatalogServer) -> Iterator[duckdb.DuckDBPyConnection]:
-    server = rest_catalog_server
     con = connect()
-    con.execute(f"LOAD '{extension_path('httpfs')}'")
-    con.execute(
-        "CREATE SECRET rest (TYPE iceberg, CLIENT_ID ?, CLIENT_SECRET ?, OAUTH2_SERVER_URI ?, "
-        "OAUTH2_SCOPE 'catalog')",
-        [server.client_id, server.client_secret, server.token_uri],
-    )
-    con.execute(
-        f"ATTACH '{server.warehouse_location}' AS lake "
-        f"(TYPE iceberg, SECRET rest, ENDPOINT '{server.uri}')"
-    )
+    attach_rest(con, rest_catalog_server)
     yield con
     con.close()
 

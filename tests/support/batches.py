@@ -57,13 +57,20 @@ def feed(
     mode: str,
     rows: list[Any],
     model: Model,
+    properties: dict[str, str] | None = None,
 ) -> None:
+    """Ingest `rows` in `mode` (creating the table, with `properties`, on first use)."""
     frame = spark.createDataFrame(rows, SOURCE)
     if mode != "cdc":
         frame = frame.drop("op")
     keyed = {"key": ["id"]} if mode in ("upsert", "delete", "cdc") else {}
     options = IngestOptions(
-        table=table, mode=mode, create=True, partition_by="bucket(2, id)", **keyed
+        table=table,
+        mode=mode,
+        create=True,
+        partition_by="bucket(2, id)",
+        properties=dict(properties or {}),
+        **keyed,
     )
     assert ingest(spark, catalog, options, source=frame)["status"] == "committed"
     model.apply(mode, rows)

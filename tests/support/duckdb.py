@@ -9,9 +9,13 @@ from __future__ import annotations
 import importlib.util
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import duckdb
 import pytest
+
+if TYPE_CHECKING:
+    from tests.support.rest_catalog import RestCatalogServer
 
 
 def extension_path(name: str) -> Path:
@@ -49,3 +53,17 @@ def duck_connection() -> Iterator[duckdb.DuckDBPyConnection]:
         yield con
     finally:
         con.close()
+
+
+def attach_rest(con: duckdb.DuckDBPyConnection, server: RestCatalogServer) -> None:
+    """Attach the tests' REST catalog as `lake`, with DuckDB's own REST client and OAuth2."""
+    con.execute(f"LOAD '{extension_path('httpfs')}'")
+    con.execute(
+        "CREATE OR REPLACE SECRET rest (TYPE iceberg, CLIENT_ID ?, CLIENT_SECRET ?, OAUTH2_SERVER_URI ?, "
+        "OAUTH2_SCOPE 'catalog')",
+        [server.client_id, server.client_secret, server.token_uri],
+    )
+    con.execute(
+        f"ATTACH '{server.warehouse_location}' AS lake "
+        f"(TYPE iceberg, SECRET rest, ENDPOINT '{server.uri}')"
+    )
