@@ -49,6 +49,7 @@ from spark_jobs.ingest.source import (
 )
 from spark_jobs.ingest.table_setup import add_columns, create_table, unpartitioned_spec
 from spark_jobs.schema import (
+    check_spark_readable,
     conform,
     fresh_schema,
     plan_columns,
@@ -85,6 +86,8 @@ def run(
     table = _load(catalog, options.table)
     if table is None and not options.create:
         raise JobError(f"table {options.table} does not exist (--create creates it)")
+    if table is not None:
+        check_spark_readable(table.metadata.schema().fields)  # rows are written whole
     if table is not None and options.batch_id:
         found = committed_batch(table.metadata, options.batch_id)
         if found is not None:

@@ -44,6 +44,7 @@ from spark_jobs.rewrite_data_files.plan import (
     plan_compaction,
 )
 from spark_jobs.rewrite_data_files.write import write_groups
+from spark_jobs.schema import check_spark_readable
 from spark_jobs.specs.jobs import RewriteDataFilesOptions
 from spark_jobs.writing.files import RunFiles
 
@@ -69,6 +70,7 @@ def run(
     started = time.monotonic()
     configure(spark)
     table = catalog.load_table(options.table)
+    check_spark_readable(table.metadata.schema().fields)  # every column is rewritten
     rules = _plan_rules(table, options)
     row_filter = parse_where(options.where)
     order = _sort_order(table, options)
