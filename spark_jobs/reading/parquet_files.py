@@ -24,6 +24,7 @@ What Spark's reader gave the jobs, this reader gives too:
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
@@ -164,7 +165,7 @@ class _Task:
         self, raw: pa.RecordBatch, columns: dict[int, pa.Field], location: str, position: int
     ) -> pa.RecordBatch:
         arrays = [
-            _project_column(raw, columns.get(f.field_id), f.field_type, target)
+            _project_column(raw, columns.get(f.field_id), f, target)
             for f, target in zip(self.fields, self.target, strict=False)
         ]
         n = raw.num_rows
@@ -221,11 +222,29 @@ def _match(schema: pa.Schema, fields: Sequence[NestedField]) -> dict[int, pa.Fie
 
 
 def _project_column(
-    batch: pa.RecordBatch, source: pa.Field | None, kind: IcebergType, target: pa.Field
+    batch: pa.RecordBatch, source: pa.Field | None, field: NestedField, target: pa.Field
 ) -> pa.Array:
     if source is None:
-        return pa.nulls(batch.num_rows, target.type)
-    return _project(batch.column(source.name), source, kind, target.type)
+        return _missing(field, target.type, batch.num_rows)
+    return _project(batch.column(source.name), source, field.field_type, target.type)
+
+
+def _missing(field: NestedField, target: pa.DataType, rows: int) -> pa.Array:
+    """A column the file lacks: its `initial-default` (v3; spec "Column Projection"), else
+    null, in every row."""
+    value = field.initial_default_value()
+    if value is None:
+        return pa.nulls(rows, target)
+    return pa.repeat(pa.scalar(_arrow_value(value, target), target), rows)
+
+
+def _arrow_value(value: Any, target: pa.DataType) -> Any:
+    """An in-memory Iceberg value as the Arrow scalar of Spark's type for it."""
+    if isinstance(value, uuid.UUID):
+        return value.bytes if pa.types.is_binary(target) else str(value)
+    if pa.types.is_struct(target) and isinstance(value, dict):
+        return {f.name: _arrow_value(value.get(f.name), f.type) for f in target}
+    return value
 
 
 def _project(array: pa.Array, source: pa.Field, kind: IcebergType, target: pa.DataType) -> pa.Array:
@@ -238,7 +257,7 @@ def _project(array: pa.Array, source: pa.Field, kind: IcebergType, target: pa.Da
             found = children.get(child.field_id) or children.get(child.name)
             wanted = target.field(i)
             if found is None:
-                arrays.append(pa.nulls(len(array), wanted.type))
+                arrays.append(_missing(child, wanted.type, len(array)))
             else:
                 value = array.field(source.type.get_field_index(found.name))
                 arrays.append(_project(value, found, child.field_type, wanted.type))
