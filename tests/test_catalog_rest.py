@@ -11,6 +11,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import pyarrow as pa
 import pytest
@@ -237,3 +238,44 @@ def test_table_objects_of_rest_tables_keep_their_catalog(catalog: RestCatalog, n
     table: Table = catalog.load_table(t.table.identifier)
     assert table.catalog is catalog
     assert table.refresh().metadata.current_snapshot_id == t.table.metadata.current_snapshot_id
+
+
+def test_reads_back_off_on_429_and_503_and_writes_are_not_resent(
+    catalog: RestCatalog, server: RestCatalogServer, ns: str
+) -> None:
+    t = _table(catalog, ns)
+    server.reset()
+    server.fault(any_request=429, count=2)
+    assert catalog.load_table(t.table.identifier).metadata == t.table.metadata
+    assert len(server.requests()) == 3  # two throttled GETs, then the answer
+    server.reset()
+    server.fault(any_request=503)
+    with pytest.raises(CatalogError, match=r"catalog 'lake'.*create namespace.*HTTP 503"):
+        catalog.create_namespace(f"{ns}_x")  # a write is never resent blindly
+    assert len(server.requests()) == 1
+    slow = load_catalog("slow", {**server.properties(), "rest.read-retries": "1"})
+    server.reset()
+    server.fault(any_request=503, count=-1)
+    with pytest.raises(CatalogError, match=r"load table .*HTTP 503"):
+        slow.load_table(t.table.identifier)
+    server.reset()
+
+
+def test_static_token_and_purge(server: RestCatalogServer, catalog: RestCatalog, ns: str) -> None:
+    import requests  # noqa: PLC0415
+
+    form = {"grant_type": "client_credentials", "client_id": server.client_id,
+            "client_secret": server.client_secret, "scope": "catalog"}  # fmt: skip
+    token = requests.post(server.token_uri, data=form, timeout=10).json()["access_token"]
+    by_token = load_catalog("lake", {"uri": server.uri, "token": token})
+    server.reset()
+    table = by_token.create_table((ns, "purged"), SCHEMA)
+    assert not any(r.startswith("POST /v1/oauth/tokens") for r in server.requests())
+    location = table.metadata_location
+    assert location is not None and Path(location).exists()
+    by_token.drop_table((ns, "purged"), purge=True)
+    assert not by_token.table_exists((ns, "purged"))
+    assert not Path(location).exists()  # the server deleted the table's files
+    by_token.close()
+    with pytest.raises(CatalogError, match=r"catalog 'lake'.*not authorized.*HTTP 401"):
+        load_catalog("lake", {"uri": server.uri, "token": "forged"})

@@ -65,7 +65,7 @@ class _Handler(BaseHTTPRequestHandler):
         valid = auth.startswith("AWS4-HMAC-SHA256") and given == expected_signature(
             self.command, self.path, headers, body
         )
-        self.seen.append({"path": self.path, "auth": auth, "valid": valid})
+        self.seen.append({"path": self.path, "auth": auth, "valid": valid, "headers": headers})
         if not valid:
             self._json(403, {"error": {"message": "signature mismatch", "type": "Forbidden",
                                        "code": 403}})  # fmt: skip
@@ -116,7 +116,7 @@ def test_every_request_is_signed_over_what_was_sent(
     signed_server: tuple[str, list[dict[str, Any]]],
 ) -> None:
     uri, seen = signed_server
-    catalog = load_catalog("glue", _properties(uri))
+    catalog = load_catalog("glue", _properties(uri, **{"header.X-Trace-Id": "icefloe-1"}))
     assert catalog.load_namespace_properties("db") == {"owner": "me"}
     catalog.create_namespace("db2", {"k": "v"})  # a POST: the body hash is signed too
     assert [s["path"].split("?")[0] for s in seen] == [
@@ -125,6 +125,8 @@ def test_every_request_is_signed_over_what_was_sent(
         "/iceberg/v1/catalogs/123/namespaces",
     ]
     assert all(s["valid"] for s in seen)
+    # `header.*` properties go with every request (and are signed like the rest).
+    assert all(s["headers"]["x-trace-id"] == "icefloe-1" for s in seen)
     assert f"Credential={KEY_ID}/" in seen[0]["auth"]
     assert f"/{REGION}/{SERVICE}/aws4_request" in seen[0]["auth"]
 

@@ -95,6 +95,7 @@ class RestCatalogServer:
         commit_then: int | None = None,
         before_commit: int | None = None,
         delay_ms: int | None = None,
+        any_request: int | None = None,
         count: int = 1,
         error_type: str | None = None,
         message: str | None = None,
@@ -104,6 +105,7 @@ class RestCatalogServer:
         commit_then: commits (POST to a table, or to transactions/commit) are applied, then
             answered with this status and an error body (503: ServiceUnavailableException).
         before_commit: commits are answered with this status, not applied.
+        any_request: the next requests of any kind are answered with this status (e.g. 429).
         delay_ms: alone, any catalog request waits this long first; with one of the above,
             the commit does.
         """
@@ -112,6 +114,7 @@ class RestCatalogServer:
             ("commit_then", commit_then),
             ("before_commit", before_commit),
             ("delay_ms", delay_ms),
+            ("any_request", any_request),
             ("type", error_type),
             ("message", message),
         ):

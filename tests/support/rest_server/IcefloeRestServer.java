@@ -13,7 +13,8 @@
  *   GET  /__test/requests        the "METHOD path" of each request since the last reset
  *   POST /__test/reset           clears that log and every pending fault
  *   GET  /__test/faults          the faults still pending
- *   POST /__test/faults          {"commit_then": 503} | {"before_commit": 503} | {"delay_ms": N},
+ *   POST /__test/faults          {"commit_then": 503} | {"before_commit": 503} | {"delay_ms": N}
+ *                                | {"any_request": 429} (the next request of any kind),
  *                                with "count" (default 1; -1 = until reset), "type", "message"
  *   POST /__test/settings        {"token_lifetime_s": N, "table_config": {k: v}} (table_config:
  *                                what load/create-table responses vend as their `config`)
@@ -168,6 +169,7 @@ public class IcefloeRestServer {
   private static final class Fault {
     final Integer beforeCommit;
     final Integer commitThen;
+    final Integer anyRequest;
     final long delayMs;
     final String type;
     final String message;
@@ -176,6 +178,7 @@ public class IcefloeRestServer {
     Fault(JsonNode spec) {
       this.beforeCommit = optionalInt(spec, "before_commit");
       this.commitThen = optionalInt(spec, "commit_then");
+      this.anyRequest = optionalInt(spec, "any_request");
       this.delayMs = spec.path("delay_ms").asLong(0);
       this.type = spec.hasNonNull("type") ? spec.get("type").asText() : null;
       this.message = spec.hasNonNull("message") ? spec.get("message").asText() : null;
@@ -183,8 +186,9 @@ public class IcefloeRestServer {
       if (beforeCommit != null && commitThen != null) {
         throw new IllegalArgumentException("A fault has before_commit or commit_then, not both");
       }
-      if (beforeCommit == null && commitThen == null && delayMs <= 0) {
-        throw new IllegalArgumentException("A fault needs before_commit, commit_then or delay_ms");
+      if (beforeCommit == null && commitThen == null && anyRequest == null && delayMs <= 0) {
+        throw new IllegalArgumentException(
+            "A fault needs before_commit, commit_then, any_request or delay_ms");
       }
       if (remaining == 0 || remaining < -1) {
         throw new IllegalArgumentException("count must be positive, or -1 for until reset");
@@ -203,6 +207,9 @@ public class IcefloeRestServer {
       Map<String, Object> out = new LinkedHashMap<>();
       if (beforeCommit != null) {
         out.put("before_commit", beforeCommit);
+      }
+      if (anyRequest != null) {
+        out.put("any_request", anyRequest);
       }
       if (commitThen != null) {
         out.put("commit_then", commitThen);
@@ -381,6 +388,9 @@ public class IcefloeRestServer {
       }
       if (fault != null && fault.beforeCommit != null) {
         throw faultError(fault, fault.beforeCommit, "before the commit was applied");
+      }
+      if (fault != null && fault.anyRequest != null) {
+        throw faultError(fault, fault.anyRequest, "before the request was handled");
       }
       response = route(method, parts, query, body);
       if (fault != null && fault.commitThen != null) {
