@@ -26,7 +26,7 @@ from pyspark.sql import SparkSession
 
 from icecore.catalog import Catalog
 from icecore.errors import CommitConflictError, ValidationError
-from icecore.spec.manifest import DataFile
+from icecore.spec.manifest import DataFile, content_key
 from icecore.spec.sorting import SortOrder
 from icecore.spec.terms import parse_sort_order
 from icecore.table import Table
@@ -134,7 +134,7 @@ def _group_key(group: FileGroup) -> str:
 
 def _log_plan(table: Table, groups: list[FileGroup], attempt: int) -> None:
     files = sum(len(g.tasks) for g in groups)
-    deletes = len({d.file_path for g in groups for d in g.delete_files})
+    deletes = len({content_key(d) for g in groups for d in g.delete_files})
     again = f" (again, after a conflict: attempt {attempt + 1})" if attempt else ""
     LOG.info(
         "plan%s: %d data files (%s) in %d groups, %d delete files to apply, on %s",

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 
 from icecore.expressions import BooleanExpression
 from icecore.scan import FileScanTask, TableScan
-from icecore.spec.manifest import DataFile, FileContent
+from icecore.spec.manifest import DataFile, FileContent, content_key
 from icecore.table import Table
 from spark_jobs.planning.binpack import bin_pack
 from spark_jobs.planning.sizes import FileSizeBounds
@@ -73,7 +73,7 @@ class FileGroup:
         seen: dict[str, DataFile] = {}
         for t in self.tasks:
             for d in t.deletes:
-                seen.setdefault(d.file_path, d)
+                seen.setdefault(content_key(d), d)  # DVs share Puffin files
         return list(seen.values())
 
 
@@ -84,7 +84,7 @@ class CompactionPlan:
     snapshot_id: int | None
     sequence_number: int
     groups: list[FileGroup]
-    # delete file path -> every live data file (whole snapshot) it applies to
+    # delete file (`content_key`) -> every live data file (whole snapshot) it applies to
     delete_targets: dict[str, set[str]] = field(default_factory=dict)
     delete_files: dict[str, DataFile] = field(default_factory=dict)
     delete_sequence_numbers: dict[str, int] = field(default_factory=dict)
@@ -101,8 +101,8 @@ class CompactionPlan:
         out: dict[str, DataFile] = {}
         for g in chosen:
             for d in g.delete_files:
-                if self.delete_targets.get(d.file_path, set()) <= gone:
-                    out.setdefault(d.file_path, d)
+                if self.delete_targets.get(content_key(d), set()) <= gone:
+                    out.setdefault(content_key(d), d)
         return list(out.values())
 
 
@@ -134,8 +134,8 @@ def plan_compaction(
     delete_files: dict[str, DataFile] = {}
     for t in all_tasks:
         for d in t.deletes:
-            targets[d.file_path].add(t.file.file_path)
-            delete_files[d.file_path] = d
+            targets[content_key(d)].add(t.file.file_path)
+            delete_files[content_key(d)] = d
     if row_filter is not None:
         filtered = table.scan(snapshot_id=snapshot.snapshot_id, row_filter=row_filter)
         keep = {t.file.file_path for t in filtered.plan_files()}

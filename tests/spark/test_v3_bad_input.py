@@ -21,6 +21,7 @@ from spark_jobs.common.errors import JobError
 from spark_jobs.rewrite_data_files import run as rewrite_data_files
 from spark_jobs.specs.jobs import RewriteDataFilesOptions
 from tests.support.batches import Model, batch, feed
+from tests.support.reader import scan_rows
 
 
 def _files(root: Path) -> set[Path]:
@@ -83,3 +84,37 @@ def test_a_v3_table_with_a_variant_column_is_refused_before_anything_runs(
     assert "\n" not in str(raised.value)
     assert isinstance(raised.value, IcecoreError | JobError)
     assert catalog.load_table("v3bad.t").metadata_location == before
+
+
+def test_dvs_sharing_one_puffin_file_all_apply_when_their_files_are_compacted(
+    spark: SparkSession, catalog: Catalog
+) -> None:
+    """A compaction group must carry every DV of its files even when one Puffin file holds
+    them all (as a Spark task writes them): told apart by offset, not by path."""
+    name, model = "db.shared", Model()
+    for first in (0, 10):
+        feed(spark, catalog, name, mode="append", rows=batch(first, 10), model=model,
+             properties={"format-version": "3"})  # fmt: skip
+    table = catalog.load_table(name)
+    files = [t.file for t in table.scan().plan_files()]
+    assert len(files) >= 3
+    puffin = f"{table.metadata.location}/data/shared-deletes.puffin"
+    written = write_dvs(table.io, puffin, {f.file_path: [0] for f in files})
+    delta = table.new_row_delta()
+    by_path = {f.file_path: f for f in files}
+    for w in written:
+        data = by_path[w.referenced_data_file]
+        delta.add_deletes(DataFile(
+            puffin, FileFormat.PUFFIN, data.partition, w.record_count, w.file_size_in_bytes,
+            content=FileContent.POSITION_DELETES, referenced_data_file=data.file_path,
+            content_offset=w.content_offset, content_size_in_bytes=w.content_size_in_bytes,
+            spec_id=data.spec_id,
+        ))  # fmt: skip
+    delta.commit()
+    expected = sorted(r["id"] for r in scan_rows(table.io, catalog.load_table(name).metadata))
+    assert len(expected) == 20 - len(files)
+
+    rewrite_data_files(spark, catalog, RewriteDataFilesOptions(table=name, rewrite_all=True))
+    table = catalog.load_table(name)
+    assert sorted(r["id"] for r in scan_rows(table.io, table.metadata)) == expected
+    assert table.health().totals.deletion_vectors.files == 0
