@@ -225,12 +225,19 @@ class RestCatalog(Catalog):
         body, io = self._load(ident)
         return Table(ident, _metadata(body), io, self)
 
-    def _load(self, ident: Identifier) -> tuple[dict[str, Any], FileIO]:
-        headers = {}
+    def _delegation(self) -> dict[str, str]:
+        """Vended credentials are asked for unless the user set the header (as PyIceberg
+        does); `header.X-Iceberg-Access-Delegation=` (empty) asks for none."""
         if self.properties.get(ACCESS_DELEGATION) is None:
-            headers["X-Iceberg-Access-Delegation"] = "vended-credentials"
+            return {"X-Iceberg-Access-Delegation": "vended-credentials"}
+        return {}
+
+    def _load(self, ident: Identifier) -> tuple[dict[str, Any], FileIO]:
         response = self._session.request(
-            "GET", self._table_path(ident), f"load table {'.'.join(ident)}", headers=headers
+            "GET",
+            self._table_path(ident),
+            f"load table {'.'.join(ident)}",
+            headers=self._delegation(),
         )
         body = response.json()
         return body, self._table_io(body)
@@ -275,7 +282,7 @@ class RestCatalog(Catalog):
             f"{self._ns_path(ident[:-1])}/tables",
             f"create table {'.'.join(ident)}",
             json=body,
-            headers={"X-Iceberg-Access-Delegation": "vended-credentials"},
+            headers=self._delegation(),
         ).json()
         return Table(ident, _metadata(response), self._table_io(response), self)
 
