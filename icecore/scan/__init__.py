@@ -78,6 +78,7 @@ class TableScan:
         ref: str | None = None,
         row_filter: BooleanExpression | None = None,
         case_sensitive: bool = True,
+        include_metrics: bool = False,
     ) -> None:
         if snapshot_id is not None and ref is not None:
             raise ValidationError("choose a snapshot by id or by ref, not both")
@@ -85,6 +86,10 @@ class TableScan:
         self.metadata = metadata
         self.row_filter = AlwaysTrue() if row_filter is None else row_filter
         self.case_sensitive = case_sensitive
+        # Data files' column metrics are read only to evaluate a row filter, unless asked for
+        # (a caller filtering the tasks itself, with `matches`, without planning twice).
+        self.include_metrics = include_metrics
+        self._delete_index: DeleteFileIndex | None = None
         if snapshot_id is not None:
             self.snapshot: Snapshot | None = metadata.snapshot_by_id(snapshot_id)
         elif ref is not None:
@@ -174,12 +179,28 @@ class TableScan:
         for manifest in delete_manifests:
             yield from self._live_entries(manifest, include_metrics=False)
 
+    def planned_deletes(self) -> list[tuple[DataFile, int]]:
+        """The live delete files `plan_files` paired from, with their data sequence numbers
+        (read once, by the plan); call after planning."""
+        if self._delete_index is None:
+            raise ValidationError("planned_deletes() needs plan_files() to have run")
+        return self._delete_index.entries()
+
+    def matches(self, data_file: DataFile) -> bool:
+        """Whether this scan's row filter may select `data_file` (partition, then metrics):
+        to narrow another scan's tasks without reading the manifests again."""
+        if not self._filtered:
+            return True
+        keep_partition = self._partition_evaluators[data_file.spec_id]
+        return keep_partition(data_file.partition) and self._metrics_evaluator(data_file)
+
     def plan_files(self) -> Iterator[FileScanTask]:
         data_manifests, delete_manifests = self._manifests()
-        index = self.delete_index(delete_manifests)
+        index = self._delete_index = self.delete_index(delete_manifests)
         keep_file = self._metrics_evaluator if self._filtered else None
+        metrics = keep_file is not None or self.include_metrics
         for manifest in data_manifests:
-            for entry in self._live_entries(manifest, include_metrics=keep_file is not None):
+            for entry in self._live_entries(manifest, include_metrics=metrics):
                 data_file = entry.data_file
                 if keep_file is not None and not keep_file(data_file):
                     continue

@@ -86,6 +86,7 @@ class DeleteFileIndex:
         self._pos_by_partition: dict[tuple[int, tuple], _SeqSorted] = defaultdict(_SeqSorted)
         self._pos_by_path: dict[str, _SeqSorted] = defaultdict(_SeqSorted)
         self._dvs: dict[str, tuple[int, DataFile]] = {}
+        self._entries: list[tuple[DataFile, int]] = []
         self._count = 0
         self._frozen = False
 
@@ -96,6 +97,7 @@ class DeleteFileIndex:
         if self._frozen:
             raise RuntimeError("delete file index is already frozen")
         self._count += 1
+        self._entries.append((delete_file, data_sequence_number))
         if delete_file.content == FileContent.EQUALITY_DELETES:
             if delete_file.spec_id in self._unpartitioned_specs:
                 self._global_eq.add(data_sequence_number, delete_file)
@@ -124,6 +126,10 @@ class DeleteFileIndex:
                 f"{dv.file_path} at offset {dv.content_offset}); a data file may have one"
             )
         self._dvs[referenced] = (data_sequence_number, dv)
+
+    def entries(self) -> list[tuple[DataFile, int]]:
+        """Every delete file added, with its data sequence number, in the order added."""
+        return list(self._entries)
 
     def freeze(self) -> DeleteFileIndex:
         for group in (

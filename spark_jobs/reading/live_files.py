@@ -19,9 +19,8 @@ from typing import Any
 from icecore.expressions import BooleanExpression
 from icecore.expressions.projection import inclusive_projection
 from icecore.expressions.pruning import PartitionEvaluator
-from icecore.scan import FileScanTask, snapshot_manifests
-from icecore.spec.manifest import DataFile, FileContent, FileFormat, content_key, read_manifest
-from icecore.spec.manifest_list import ManifestContent
+from icecore.scan import FileScanTask
+from icecore.spec.manifest import DataFile, FileContent, FileFormat, content_key
 from icecore.spec.schema import Schema
 from icecore.spec.snapshots import Snapshot
 from icecore.spec.types import NestedField
@@ -80,17 +79,13 @@ def live_state(table: Table, snapshot_id: int | None = None) -> LiveState | None
     )
     if snapshot is None:
         return None
+    # One read of the delete manifests: the plan's own index lists every live delete file.
+    scan = table.scan(snapshot_id=snapshot.snapshot_id)
+    tasks = list(scan.plan_files())
     deletes: dict[str, LiveDelete] = {}
-    for manifest in snapshot_manifests(table.io, snapshot):
-        if manifest.content != ManifestContent.DELETES:
-            continue
-        spec = metadata.spec_by_id(manifest.partition_spec_id)
-        for entry in read_manifest(table.io, manifest, spec=spec, live_only=True):
-            if entry.sequence_number is None:
-                raise JobError(f"{entry.data_file.file_path} has no data sequence number")
-            live = LiveDelete(entry.data_file, entry.sequence_number)
-            deletes[live.key] = live
-    tasks = list(table.scan(snapshot_id=snapshot.snapshot_id).plan_files())
+    for delete_file, sequence_number in scan.planned_deletes():
+        live = LiveDelete(delete_file, sequence_number)
+        deletes[live.key] = live
     applies: dict[str, list[FileScanTask]] = defaultdict(list)
     for task in tasks:
         for d in task.deletes:

@@ -125,7 +125,9 @@ def plan_compaction(
     snapshot_id: int | None = None,
 ) -> CompactionPlan:
     """Plan the rewrite of `table` at `snapshot_id` (default: current) within `row_filter`."""
-    scan = table.scan(snapshot_id=snapshot_id) if snapshot_id is not None else table.scan()
+    # One read of every manifest: with a row filter, the unfiltered plan keeps the files'
+    # metrics, and the filter narrows its tasks in memory.
+    scan = table.scan(snapshot_id=snapshot_id, include_metrics=row_filter is not None)
     snapshot = scan.snapshot
     if snapshot is None:
         return CompactionPlan(None, 0, [])
@@ -138,8 +140,7 @@ def plan_compaction(
             delete_files[content_key(d)] = d
     if row_filter is not None:
         filtered = table.scan(snapshot_id=snapshot.snapshot_id, row_filter=row_filter)
-        keep = {t.file.file_path for t in filtered.plan_files()}
-        tasks = [t for t in all_tasks if t.file.file_path in keep]
+        tasks = [t for t in all_tasks if filtered.matches(t.file)]
     else:
         tasks = all_tasks
     groups = group_tasks(tasks, rules)
@@ -155,12 +156,8 @@ def plan_compaction(
 
 
 def _delete_sequence_numbers(scan: TableScan) -> dict[str, int]:
-    """Data sequence number of every live delete file of the scan's snapshot."""
-    return {
-        entry.data_file.file_path: entry.sequence_number
-        for entry in scan.delete_entries()
-        if entry.sequence_number is not None
-    }
+    """Data sequence number of every live delete file of the planned snapshot."""
+    return {d.file_path: seq for d, seq in scan.planned_deletes()}
 
 
 def group_tasks(tasks: Sequence[FileScanTask], rules: PlanRules) -> list[FileGroup]:

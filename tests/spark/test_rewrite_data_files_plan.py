@@ -3,14 +3,27 @@ files a commit may drop."""
 
 from __future__ import annotations
 
+from collections import Counter
+from pathlib import Path
+
 import pytest
 
+from icecore.expressions import equal
+from icecore.io import FileIO
 from icecore.scan import FileScanTask
 from icecore.spec.manifest import DataFile, FileContent, FileFormat
+from icecore.table import Table
 from spark_jobs.common.errors import JobError
 from spark_jobs.planning.sizes import FileSizeBounds
-from spark_jobs.rewrite_data_files.plan import CompactionPlan, FileGroup, PlanRules, group_tasks
+from spark_jobs.rewrite_data_files.plan import (
+    CompactionPlan,
+    FileGroup,
+    PlanRules,
+    group_tasks,
+    plan_compaction,
+)
 from spark_jobs.specs.jobs import RewriteDataFilesOptions
+from tests.support.committing import CatalogTable, sqlite_catalog
 
 MB = 1024 * 1024
 
@@ -112,3 +125,39 @@ def test_delete_files_dropped_only_when_every_target_is_replaced() -> None:
     # Partial progress: the second commit drops the global delete, the first replaced a, b.
     later = plan.removable_deletes([g2], [a.file_path, b.file_path])
     assert [d.file_path for d in later] == [glob.file_path]
+
+
+class _CountingIO(FileIO):
+    """icecore's FileIO, counting whole-file reads by location (how Avro files are read)."""
+
+    def __init__(self, properties: dict[str, str]) -> None:
+        super().__init__(properties)
+        self.reads: Counter[str] = Counter()
+
+    def read_bytes(self, location: str) -> bytes:
+        self.reads[location] += 1
+        return super().read_bytes(location)
+
+
+def test_planning_reads_each_manifest_once(tmp_path: Path) -> None:
+    """With a row filter, with deletes: the plan and its delete sequence numbers come from one
+    read of each manifest (issue 16: delete manifests were read two or three times)."""
+    t = CatalogTable.create(sqlite_catalog(tmp_path), "once")
+    for cat in ("a", "b"):
+        for i in range(3):
+            f = t.data([{"id": i, "cat": cat, "v": i}], name=f"{cat}{i}")
+            t.table.new_fast_append().append_file(f).commit()
+    t.table.new_row_delta().add_deletes(t.position_deletes([(t["a0"].file_path, 0)])).commit()
+    t.table.new_row_delta().add_deletes(
+        t.equality_deletes([{"id": 1, "cat": "b"}], ["id"])
+    ).commit()
+    io = _CountingIO(t.table.io.properties)
+    table = Table(t.table.identifier, t.table.metadata, io, t.table.catalog)
+    options = RewriteDataFilesOptions(table="db.once", rewrite_all=True)
+    rules = PlanRules(options, FileSizeBounds.of(512 * MB, None, None), 0)
+    plan = plan_compaction(table, rules, row_filter=equal("cat", "a"))
+
+    assert {Path(f.file_path).stem for g in plan.groups for f in g.data_files} == {"a0", "a1", "a2"}
+    assert len(plan.delete_sequence_numbers) == 2
+    manifests = [p for p in io.reads if not Path(p).name.startswith("snap-")]
+    assert manifests and all(io.reads[p] == 1 for p in manifests), io.reads

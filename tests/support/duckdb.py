@@ -59,8 +59,8 @@ def attach_rest(con: duckdb.DuckDBPyConnection, server: RestCatalogServer) -> No
     """Attach the tests' REST catalog as `lake`, with DuckDB's own REST client and OAuth2."""
     con.execute(f"LOAD '{extension_path('httpfs')}'")
     con.execute(
-        "CREATE OR REPLACE SECRET rest (TYPE iceberg, CLIENT_ID ?, CLIENT_SECRET ?, OAUTH2_SERVER_URI ?, "
-        "OAUTH2_SCOPE 'catalog')",
+        "CREATE OR REPLACE SECRET rest (TYPE iceberg, CLIENT_ID ?, CLIENT_SECRET ?, "
+        "OAUTH2_SERVER_URI ?, OAUTH2_SCOPE 'catalog')",
         [server.client_id, server.client_secret, server.token_uri],
     )
     con.execute(
