@@ -116,8 +116,11 @@ def main() -> None:
         return timed([str(python), str(JAVA_SIDE), "compact",
                       json.dumps({**shared, "table": table})])  # fmt: skip
 
+    # DuckDB answers before compaction only for the position-deleted twin: with live equality
+    # deletes its scan of 20M rows takes many minutes (see v3_convert_benchmark.py); there the
+    # two compacted twins and the converted copy are compared with each other.
     for twin in ("pos", "eq"):
-        before = answer(catalog, f"bench.{twin}_ours")
+        before = answer(catalog, f"bench.{twin}_ours") if twin == "pos" else None
         log(f"{twin}: Iceberg Java's rewrite_data_files")
         java_s = java(f"{twin}_java")
         log(f"{twin}: ours ({java_s:.1f}s for Java)")
@@ -128,16 +131,15 @@ def main() -> None:
             "java_s": round(java_s, 1),
             "ours_s": round(ours_s, 1),
             "ratio": round(ours_s / java_s, 2),
-            "rows_equal": after_java == after_ours == before,
+            "rows_equal": after_java == after_ours and before in (None, after_ours),
             "rows": after_ours[0],
         }
         log(f"{twin}: {report[twin]}")
-    before = answer(catalog, "bench.eq_convert")
     convert_s = ours("convert_equality_deletes", "eq_convert")
     report["convert"] = {
         "ours_s": round(convert_s, 1),
         "over_our_compaction": round(convert_s / report["eq"]["ours_s"], 2),
-        "rows_equal": answer(catalog, "bench.eq_convert") == before,
+        "rows_equal": answer(catalog, "bench.eq_convert") == answer(catalog, "bench.eq_ours"),
     }
     log(f"convert: {report['convert']}")
     print(json.dumps(report))
