@@ -79,7 +79,8 @@ def _log(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
-def _rows(spark: SparkSession, start: int, count: int) -> DataFrame:
+def source_rows(spark: SparkSession, start: int, count: int) -> DataFrame:
+    """Rows `start` .. `start + count` of the benchmark tables (also v3_convert_benchmark)."""
     return spark.range(start, start + count).select(
         F.col("id"),
         F.timestamp_micros(F.lit(1_700_000_000_000_000) + F.col("id") * 1_000).alias("ts"),
@@ -140,7 +141,7 @@ def build(spark: SparkSession, catalog: SqlCatalog, rows: int) -> dict[str, Any]
                 partition_by="bucket(8, id)",
                 properties=properties,
             ),
-            source=_rows(spark, n * per_commit, per_commit),
+            source=source_rows(spark, n * per_commit, per_commit),
         )
     table = catalog.load_table(TABLE)
     position_deletes = _position_deletes(spark, table)

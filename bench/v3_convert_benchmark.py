@@ -27,8 +27,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from compaction_benchmark import duckdb_scan
-from pyspark.sql import DataFrame, SparkSession
+from compaction_benchmark import duckdb_scan, source_rows
+from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from icecore.catalog import SqlCatalog
@@ -46,16 +46,6 @@ def _log(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
-def _rows(spark: SparkSession, start: int, count: int) -> DataFrame:
-    return spark.range(start, start + count).select(
-        F.col("id"),
-        F.timestamp_micros(F.lit(1_700_000_000_000_000) + F.col("id") * 1_000).alias("ts"),
-        F.concat(F.lit("name-"), (F.col("id") % 100_000).cast("string")).alias("name"),
-        (F.col("id") * 0.25).alias("amount"),
-        (F.col("id") % 1_000).cast("int").alias("category"),
-    )
-
-
 def build(spark: SparkSession, catalog: SqlCatalog, rows: int, batches: int) -> dict[str, Any]:
     started = time.perf_counter()
     per_append = rows // APPENDS
@@ -64,7 +54,7 @@ def build(spark: SparkSession, catalog: SqlCatalog, rows: int, batches: int) -> 
         options = IngestOptions(
             table=TABLE, create=True, partition_by="bucket(8, id)", properties=properties
         )
-        ingest(spark, catalog, options, source=_rows(spark, n * per_append, per_append))
+        ingest(spark, catalog, options, source=source_rows(spark, n * per_append, per_append))
     deleted = 0
     for b in range(batches):
         keys = spark.range(0, rows).filter(F.col("id") % 500 == b)

@@ -12,9 +12,9 @@ exactly what the update built.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from icecore.errors import ValidationError
 from icecore.spec.metadata import TableMetadata
@@ -43,6 +43,8 @@ from icecore.spec.metadata_updates import (
     UpgradeFormatVersion,
 )
 from icecore.spec.requirements import UpdateRequirement, requirements_for
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -80,29 +82,27 @@ def diff_metadata(base: TableMetadata, updated: TableMetadata) -> list[MetadataU
     if updated.format_version > base.format_version or base.format_version == 1:
         out.append(UpgradeFormatVersion(max(updated.format_version, 2)))
 
-    schema_ids = {s.schema_id for s in base.schemas}
-    new_schemas = [s for s in updated.schemas if s.schema_id not in schema_ids]
-    out.extend(AddSchema(s, updated.last_column_id) for s in new_schemas)
-    if updated.current_schema_id != base.current_schema_id:
-        last = new_schemas[-1].schema_id if new_schemas else None
-        current = updated.current_schema_id
-        out.append(SetCurrentSchema(LAST_ADDED if current == last else current))
-
-    spec_ids = {s.spec_id for s in base.partition_specs}
-    new_specs = [s for s in updated.partition_specs if s.spec_id not in spec_ids]
-    out.extend(AddPartitionSpec(s) for s in new_specs)
-    if updated.default_spec_id != base.default_spec_id:
-        last = new_specs[-1].spec_id if new_specs else None
-        default = updated.default_spec_id
-        out.append(SetDefaultSpec(LAST_ADDED if default == last else default))
-
-    order_ids = {o.order_id for o in base.sort_orders}
-    new_orders = [o for o in updated.sort_orders if o.order_id not in order_ids]
-    out.extend(AddSortOrder(o) for o in new_orders)
-    if updated.default_sort_order_id != base.default_sort_order_id:
-        last = new_orders[-1].order_id if new_orders else None
-        default = updated.default_sort_order_id
-        out.append(SetDefaultSortOrder(LAST_ADDED if default == last else default))
+    out += _versioned(
+        [(s.schema_id, s) for s in base.schemas],
+        [(s.schema_id, s) for s in updated.schemas],
+        (base.current_schema_id, updated.current_schema_id),
+        lambda s: AddSchema(s, updated.last_column_id),
+        SetCurrentSchema,
+    )
+    out += _versioned(
+        [(s.spec_id, s) for s in base.partition_specs],
+        [(s.spec_id, s) for s in updated.partition_specs],
+        (base.default_spec_id, updated.default_spec_id),
+        AddPartitionSpec,
+        SetDefaultSpec,
+    )
+    out += _versioned(
+        [(o.order_id, o) for o in base.sort_orders],
+        [(o.order_id, o) for o in updated.sort_orders],
+        (base.default_sort_order_id, updated.default_sort_order_id),
+        AddSortOrder,
+        SetDefaultSortOrder,
+    )
 
     if updated.location != base.location:
         out.append(SetLocation(updated.location))
@@ -134,6 +134,24 @@ def diff_metadata(base: TableMetadata, updated: TableMetadata) -> list[MetadataU
         before, after = _statistics(base, key), _statistics(updated, key)
         out.extend(set_(s) for sid, s in after.items() if before.get(sid) != s)
         out.extend(remove(sid) for sid in before if sid not in after and sid in kept)
+    return out
+
+
+def _versioned(
+    before: list[tuple[int, T]],
+    after: list[tuple[int, T]],
+    current: tuple[int, int],
+    add: Callable[[T], MetadataUpdate],
+    select: Callable[[int], MetadataUpdate],
+) -> list[MetadataUpdate]:
+    """Schemas, specs or sort orders: one add per new id, then the new current/default id, as
+    "the last added" (-1) when it is that one, so the catalog may renumber it."""
+    known = {i for i, _ in before}
+    added = [(i, item) for i, item in after if i not in known]
+    out = [add(item) for _, item in added]
+    if current[1] != current[0]:
+        last = added[-1][0] if added else None
+        out.append(select(LAST_ADDED if current[1] == last else current[1]))
     return out
 
 
