@@ -10,9 +10,13 @@ only when the archive changed (size or modification time) keeps the meaning of t
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import zipimport
+from collections.abc import Mapping
+
+from icecore.io import FileIO
 
 
 def _stamp(path: str) -> tuple[int, int] | None:
@@ -45,3 +49,13 @@ def cheap_cache_invalidation() -> None:
                 sys.path_importer_cache[entry] = _ChangedZipImporter(entry)
             except zipimport.ZipImportError:
                 continue
+
+
+_IO: dict[str, FileIO] = {}  # per Python worker: one client per set of properties
+
+
+def worker_io(properties: Mapping[str, str]) -> FileIO:
+    """The worker's FileIO for these properties, built once: a task reuses the clients (and
+    their connections) the worker's earlier tasks opened."""
+    key = json.dumps(dict(properties), sort_keys=True)
+    return _IO.get(key) or _IO.setdefault(key, FileIO(properties))

@@ -20,10 +20,9 @@ import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 
-from icecore.io import FileIO
 from icecore.spec.deletion_vectors import read_dv
 from icecore.spec.manifest import DataFile
-from spark_jobs.common.worker import cheap_cache_invalidation
+from spark_jobs.common.worker import cheap_cache_invalidation, worker_io
 
 ID, POS = "_dv_id", "_dv_pos"
 OUTPUT = T.StructType(
@@ -55,14 +54,10 @@ def dv_positions(
     return ids.mapInArrow(partial(_read, payload=payload), OUTPUT)
 
 
-_IO: dict[str, FileIO] = {}
-
-
 def _read(batches: Iterator[pa.RecordBatch], payload: str) -> Iterator[pa.RecordBatch]:
     cheap_cache_invalidation()
     spec = json.loads(payload)
-    key = json.dumps(spec["io"], sort_keys=True)
-    io = _IO.get(key) or _IO.setdefault(key, FileIO(spec["io"]))
+    io = worker_io(spec["io"])
     for batch in batches:
         for index in batch.column(0).to_pylist():
             for dv_id, path, offset, length, count, referenced in spec["tasks"][index]:

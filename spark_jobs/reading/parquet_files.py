@@ -38,9 +38,8 @@ from pyspark.sql import types as T
 from pyspark.sql.pandas.types import to_arrow_schema
 
 from icecore.data.arrow_schema import FIELD_ID_KEY
-from icecore.io import FileIO
 from icecore.spec.types import IcebergType, ListType, MapType, NestedField, StructType
-from spark_jobs.common.worker import cheap_cache_invalidation
+from spark_jobs.common.worker import cheap_cache_invalidation, worker_io
 from spark_jobs.schema import spark_schema
 from spark_jobs.writing.files import ROW_LINEAGE
 
@@ -50,8 +49,6 @@ _WHOLE_FILE = 2**62
 _OPEN_COST = 4 * 1024 * 1024  # Spark's spark.sql.files.openCostInBytes default
 
 _LINEAGE_IDS = frozenset(f.field_id for f in ROW_LINEAGE)
-
-_IO: dict[str, FileIO] = {}  # per Python worker: one client per set of properties
 
 
 @dataclass(frozen=True)
@@ -142,8 +139,7 @@ class _Task:
         self.target = to_arrow_schema(T.StructType.fromJson(json.loads(spec["output"])))
         self.values: dict[str, list[Any]] | None = spec["values"]
         self.position: bool = spec["position"]
-        key = json.dumps(spec["io"], sort_keys=True)
-        self.io = _IO.get(key) or _IO.setdefault(key, FileIO(spec["io"]))
+        self.io = worker_io(spec["io"])
 
     def read(self, location: str, start: int, length: int) -> Iterator[pa.RecordBatch]:
         with self.io.open_input(location) as source:

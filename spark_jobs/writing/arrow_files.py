@@ -46,7 +46,7 @@ from icecore.io import FileIO
 from icecore.spec.schema import Schema
 from icecore.spec.types import DoubleType, FloatType, NestedField, StructType
 from spark_jobs.common.errors import JobError
-from spark_jobs.common.worker import cheap_cache_invalidation
+from spark_jobs.common.worker import cheap_cache_invalidation, worker_io
 from spark_jobs.schema import quote_name
 from spark_jobs.writing.metrics import MetricsConfig, decode, metrics_of
 
@@ -177,7 +177,7 @@ class _TaskWriter:
 
     def __init__(self, plan: _Plan) -> None:
         self.plan = plan
-        self.io = FileIO(plan.io)
+        self.io = worker_io(plan.io)
         self.iceberg_schema = Schema.from_json(plan.schema)
         self.metrics = MetricsConfig.from_json(plan.metrics)
         self.schema = arrow_schema(self.iceberg_schema.fields, all_optional=plan.all_optional)

@@ -57,7 +57,7 @@ from icecore.spec.manifest import DataFile, FileContent, FileFormat, content_key
 from icecore.spec.puffin import PuffinWriter
 from icecore.spec.types import LongType, NestedField, StringType
 from spark_jobs.common.errors import JobError
-from spark_jobs.common.worker import cheap_cache_invalidation
+from spark_jobs.common.worker import cheap_cache_invalidation, worker_io
 from spark_jobs.reading.live_files import require_parquet
 from spark_jobs.reading.local_frames import local_frame
 from spark_jobs.reading.parquet_files import PerFile, read_parquet
@@ -250,8 +250,6 @@ def _delete_strays(io: FileIO, location: str, kept: set[str]) -> None:
 
 # In the tasks ---------------------------------------------------------------------------------
 
-_IO: dict[str, FileIO] = {}  # per Python worker: one client per set of properties
-
 
 class _TaskWriter:
     """The Puffin files of one task, one per bucket, and the DV of the data file at hand."""
@@ -315,8 +313,7 @@ class _TaskWriter:
 def _write_task(batches: Iterator[pa.RecordBatch], payload: str) -> Iterator[pa.RecordBatch]:
     cheap_cache_invalidation()
     plan = json.loads(payload)
-    key = json.dumps(plan["io"], sort_keys=True)
-    io = _IO.get(key) or _IO.setdefault(key, FileIO(plan["io"]))
+    io = worker_io(plan["io"])
     writer = _TaskWriter(plan["location"], io, plan["buckets"], plan["dvs"])
     try:
         for batch in batches:
