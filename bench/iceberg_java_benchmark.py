@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -39,8 +40,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.event_log import breakdown  # noqa: E402
 from icecore.catalog import SqlCatalog  # noqa: E402
-from spark_jobs.common.packaging import build_zip  # noqa: E402
+from icecore.scan import TableScan  # noqa: E402
 from tests.support.duckdb import connect  # noqa: E402
 from tests.support.rest_server import (  # noqa: E402
     ICEBERG_DIST,
@@ -69,11 +71,20 @@ def timed(command: list[str], env: dict[str, str] | None = None) -> float:
 
 
 def answer(catalog: SqlCatalog, table: str) -> tuple[Any, ...]:
-    location = catalog.load_table(table).metadata_location
+    """DuckDB's count and sums over the table's rows. Where icecore's planner pairs no delete
+    with any data file, DuckDB reads those data files directly: Java's compaction leaves the
+    equality deletes in the table (they no longer apply by sequence number), and DuckDB's
+    `iceberg_scan` joins them against every row anyway, which takes many minutes at 20M."""
+    loaded = catalog.load_table(table)
+    tasks = list(TableScan(loaded.io, loaded.metadata).plan_files())
+    source = f"iceberg_scan('{loaded.metadata_location}')"
+    if not any(t.deletes for t in tasks):
+        paths = [t.file.file_path.removeprefix("file://").removeprefix("file:") for t in tasks]
+        files = ", ".join(f"'{p}'" for p in paths)
+        source = f"read_parquet([{files}])"
     con = connect()
     row = con.execute(
-        "SELECT count(*), sum(id), sum(amount), count(DISTINCT name) "
-        f"FROM iceberg_scan('{location}')"
+        f"SELECT count(*), sum(id), sum(amount), count(DISTINCT name) FROM {source}"
     ).fetchone()
     con.close()
     return tuple(row or ())
@@ -83,6 +94,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--scale", type=float, default=1.0)
     parser.add_argument("--workdir", help="keep the tables here (default: a temporary dir)")
+    parser.add_argument(
+        "--reuse", action="store_true",
+        help="reuse the twins an earlier run built in --workdir (its catalog is reset)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--before", type=Path,
+        help="a checkout of earlier code: its compaction is timed too, on the same twins",
+    )  # fmt: skip
     args = parser.parse_args()
     python = JAVA_VENV / "bin" / "python"
     if not python.is_file():
@@ -94,23 +113,42 @@ def main() -> None:
     shared = {"jars": [str(j) for j in jars], "db": str(workdir / "catalog.db"),
               "warehouse": str(workdir / "wh"), "workdir": str(workdir)}  # fmt: skip
     rows = int(20_000_000 * args.scale)
-    report: dict[str, Any] = {"rows": rows}
-    log(f"building the twins with Iceberg Java ({rows:,} rows each) in {workdir}")
-    report["build_seconds"] = round(
-        timed([str(python), str(JAVA_SIDE), "build", json.dumps({**shared, "rows": rows})]), 1
-    )
+    report: dict[str, Any] = {"rows": rows, "load_average_at_start": os.getloadavg()[0]}
+    built = workdir / "catalog.db.built"  # compactions only add files: the catalog resets them
+    if args.reuse and built.is_file():
+        log(f"reusing the twins in {workdir}")
+    else:
+        log(f"building the twins with Iceberg Java ({rows:,} rows each) in {workdir}")
+        report["build_seconds"] = round(
+            timed([str(python), str(JAVA_SIDE), "build", json.dumps({**shared, "rows": rows})]),
+            1,
+        )
+        shutil.copyfile(workdir / "catalog.db", built)
+
+    def reset() -> None:
+        shutil.copyfile(built, workdir / "catalog.db")
+
+    reset()
     catalog = SqlCatalog("lake", f"sqlite:///{workdir / 'catalog.db'}")
-    package = build_zip(workdir / "dist" / "icefloe.zip")
+    checkouts = {"ours": ROOT, **({"before": args.before.resolve()} if args.before else {})}
+    packages = {name: _package(root, workdir / "dist" / name) for name, root in checkouts.items()}
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
 
-    def ours(job: str, table: str, *extra: str) -> float:
-        return timed([
+    def ours(job: str, table: str, *extra: str, code: str = "ours") -> dict[str, Any]:
+        events = Path(tempfile.mkdtemp(prefix="events-", dir=workdir))
+        launched = time.time()
+        timed([
             str(SUBMIT), "--master", "local[*]", "--driver-memory", "4g",
-            "--conf", "spark.ui.enabled=false", "--py-files", str(package),
-            str(ROOT / "spark_jobs" / "main.py"), job,
+            "--conf", "spark.ui.enabled=false", "--py-files", str(packages[code]),
+            "--conf", "spark.eventLog.enabled=true", "--conf", f"spark.eventLog.dir={events}",
+            "--conf", "spark.eventLog.compress=false",
+            str(checkouts[code] / "spark_jobs" / "main.py"), job,
             "--catalog-uri", f"sqlite:///{workdir / 'catalog.db'}", "--catalog-name", "lake",
             "--table", f"bench.{table}", *extra,
         ], env)  # fmt: skip
+        phases = breakdown(events, launched=launched, exited=time.time())
+        shutil.rmtree(events)
+        return phases
 
     def java(table: str) -> float:
         return timed([str(python), str(JAVA_SIDE), "compact",
@@ -124,25 +162,49 @@ def main() -> None:
         log(f"{twin}: Iceberg Java's rewrite_data_files")
         java_s = java(f"{twin}_java")
         log(f"{twin}: ours ({java_s:.1f}s for Java)")
-        ours_s = ours("rewrite_data_files", f"{twin}_ours", "--rewrite-all")
+        phases = ours("rewrite_data_files", f"{twin}_ours", "--rewrite-all")
         after_java = answer(catalog, f"bench.{twin}_java")
         after_ours = answer(catalog, f"bench.{twin}_ours")
         report[twin] = {
             "java_s": round(java_s, 1),
-            "ours_s": round(ours_s, 1),
-            "ratio": round(ours_s / java_s, 2),
+            "ours_s": phases["total"],
+            "ratio": round(phases["total"] / java_s, 2),
             "rows_equal": after_java == after_ours and before in (None, after_ours),
             "rows": after_ours[0],
+            "breakdown": phases,
         }
-        log(f"{twin}: {report[twin]}")
-    convert_s = ours("convert_equality_deletes", "eq_convert")
+        if args.before:
+            reset()
+            earlier = ours("rewrite_data_files", f"{twin}_ours", "--rewrite-all", code="before")
+            report[twin]["before"] = {
+                "ours_s": earlier["total"],
+                "after_over_before": round(phases["total"] / earlier["total"], 2),
+                "rows_equal": answer(catalog, f"bench.{twin}_ours") == after_ours,
+                "breakdown": earlier,
+            }
+        log(f"{twin}: {json.dumps(report[twin])}")
+    convert = ours("convert_equality_deletes", "eq_convert")
     report["convert"] = {
-        "ours_s": round(convert_s, 1),
-        "over_our_compaction": round(convert_s / report["eq"]["ours_s"], 2),
+        "ours_s": convert["total"],
+        "over_our_compaction": round(convert["total"] / report["eq"]["ours_s"], 2),
         "rows_equal": answer(catalog, "bench.eq_convert") == answer(catalog, "bench.eq_ours"),
+        "breakdown": convert,
     }
     log(f"convert: {report['convert']}")
+    report["load_average_at_end"] = os.getloadavg()[0]
     print(json.dumps(report))
+
+
+def _package(checkout: Path, directory: Path) -> Path:
+    """The `--py-files` zip of a checkout, built by that checkout's own packaging code."""
+    target = directory / "icefloe.zip"
+    subprocess.run(
+        [sys.executable, "-c",
+         "import sys; from spark_jobs.common.packaging import build_zip; build_zip(sys.argv[1])",
+         str(target)],
+        cwd=checkout, check=True,
+    )  # fmt: skip
+    return target
 
 
 if __name__ == "__main__":

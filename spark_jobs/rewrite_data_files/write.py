@@ -12,14 +12,12 @@ partition tuple (`GroupLayout`); groups rewritten into another spec get their pa
 directories below that (`RegroupLayout`). At most `GROUPS_PER_JOB` groups share a job, so
 the query plan stays small; several jobs run at once (`max-concurrent-file-group-rewrites`).
 
-Arranging a group, as Iceberg does: binpack keeps the read's own split of the files and
-coalesces it into the group's file count (no shuffle; `maxRecordsPerFile` splits what a task
-writes), rewriting into another spec hash-partitions by the new partition values, and sort
-range-partitions by the sort order; then the union is sorted within tasks by
-(`_group`, partition, sort) where files must be sorted, so Spark's writer adds no sort of
-its own. Binpack into the same spec needs no sort at all: each task writes one directory
-(`spark.sql.maxConcurrentOutputFileWriters` is set for the write so Spark does not sort by
-`_group` either).
+Bin-packing into the group's own spec needs no shuffle: those groups are rewritten by Python
+tasks that read, apply the deletes and write in Arrow (`in_tasks`), their rows never entering
+the JVM. The rest go through Spark, arranged as Iceberg does: rewriting into another spec
+hash-partitions by the new partition values, and sort range-partitions by the sort order;
+then the union is sorted within tasks by (`_group`, partition, sort), so Spark's writer adds
+no sort of its own.
 
 On a v3 table the files also get the rows' lineage, as Java's compaction writes it: the
 columns `_row_id` and `_last_updated_sequence_number` (reserved field ids, after the table's
@@ -55,6 +53,7 @@ from spark_jobs.common.progress import Progress
 from spark_jobs.common.session import isolated_session
 from spark_jobs.planning.sizes import FileSizeBounds
 from spark_jobs.reading.live_rows import LiveRows
+from spark_jobs.rewrite_data_files.in_tasks import rewrite_in_tasks
 from spark_jobs.rewrite_data_files.plan import CompactionPlan, FileGroup
 from spark_jobs.schema import conform, quoted
 from spark_jobs.writing.files import ROW_LINEAGE, FileSet, RunFiles
@@ -116,13 +115,23 @@ def write_groups(
     spec = metadata.spec_by_id(spec_id)
     lineage = metadata.format_version >= 3
     file_schema = _with_lineage(schema) if lineage else schema
-    live = LiveRows(
-        isolated_session(spark, _WRITE_SETTINGS),
-        schema,
-        groups,
-        plan.delete_sequence_numbers,
-        run.io_properties,
-        lineage=lineage,
+    same = [g for g in groups if g.spec_id == spec_id]
+    moved = [g for g in groups if g.spec_id != spec_id]
+    packed = same if order is None else []  # bin-packed in place: rewritten in the tasks
+    same = [g for g in same if g not in packed]
+    # Only groups Spark shuffles read through `LiveRows`, in a session of their own (copying
+    # the caller's settings costs a JVM round trip per setting).
+    live = (
+        LiveRows(
+            isolated_session(spark, _WRITE_SETTINGS),
+            schema,
+            [*same, *moved],
+            plan.delete_sequence_numbers,
+            run.io_properties,
+            lineage=lineage,
+        )
+        if same or moved
+        else None
     )
     records = sum(g.input_records for g in groups)
     size = sum(g.input_bytes for g in groups)
@@ -139,23 +148,31 @@ def write_groups(
         sort_order_id=_order_id(metadata.sort_order(), order),
         file_schema=file_schema,
     )
-    same = [g for g in groups if g.spec_id == spec_id]
-    moved = [g for g in groups if g.spec_id != spec_id]
     jobs = [
-        (name, chunk, respec)
-        for respec, chosen in ((False, same), (True, moved))
+        (name, chunk, kind)
+        for kind, chosen in (("packed", packed), ("group", same), ("regroup", moved))
         for n, chunk in enumerate(_chunks(chosen, GROUPS_PER_JOB))
-        for name in [f"{'regroup' if respec else 'group'}-{n}"]
+        for name in [f"{kind}-{n}"]
     ]
+
+    def write(name: str, chunk: list[FileGroup], kind: str) -> list[str]:
+        if kind != "packed":
+            return writer.write(run, name, chunk, respec=kind == "regroup", max_records=max_records)
+        return rewrite_in_tasks(
+            spark,
+            chunk,
+            run=run,
+            file_set=writer.file_set(name, chunk),
+            table_schema=schema,
+            output_files={g.index: sizes.output_files(g.input_bytes) for g in chunk},
+            max_records=max_records,
+            lineage=lineage,
+        )
+
     workers = max(1, min(concurrency, len(jobs)))
     progress = Progress(LOG, len(groups), "groups")
     with ThreadPoolExecutor(max_workers=workers) as pool:
-        futures = {
-            pool.submit(
-                writer.write, run, name, chunk, respec=respec, max_records=max_records
-            ): chunk
-            for name, chunk, respec in jobs
-        }
+        futures = {pool.submit(write, name, chunk, kind): chunk for name, chunk, kind in jobs}
         for future in as_completed(futures):
             chunk = futures[future]
             progress.finished(len(chunk), len(future.result()), sum(g.input_bytes for g in chunk))
@@ -168,7 +185,7 @@ def write_groups(
 class _GroupWriter:
     def __init__(
         self,
-        live: LiveRows,
+        live: LiveRows | None,
         schema: Schema,
         spec: PartitionSpec,
         *,
@@ -178,7 +195,7 @@ class _GroupWriter:
         sort_order_id: int | None,
         file_schema: Schema,
     ) -> None:
-        self.live = live
+        self.live = live  # None when every group is bin-packed in the tasks
         self.schema = schema
         self.file_schema = file_schema  # the table's columns, then any lineage columns
         self.spec = spec
@@ -201,12 +218,16 @@ class _GroupWriter:
         frame = reduce(DataFrame.union, [self._arranged(g, parts) for g in groups])
         if parts or self.sort:
             frame = frame.sortWithinPartitions(GROUP, *parts, *self.sort)
+        return run.write(frame, self.file_set(name, groups, respec=respec), max_records)
+
+    def file_set(self, name: str, groups: Sequence[FileGroup], *, respec: bool = False) -> FileSet:
+        """The data files of `groups`, below `_group=<index>/` directories."""
         layout = (
             RegroupLayout(self.layout)
             if respec
             else GroupLayout({g.index: (self.spec.spec_id, g.partition) for g in groups})
         )
-        file_set = FileSet(
+        return FileSet(
             name,
             content=FileContent.DATA,
             schema=self.file_schema,
@@ -215,9 +236,9 @@ class _GroupWriter:
             metrics=self.metrics,
             sort_order_id=self.sort_order_id,
         )
-        return run.write(frame, file_set, max_records)
 
     def _arranged(self, group: FileGroup, parts: list[Any]) -> DataFrame:
+        assert self.live is not None, "groups Spark arranges need LiveRows"
         rows = self.live.of_group(group)
         rows = rows.select(*conform(rows.schema, self.file_schema.fields))
         if parts:
@@ -226,9 +247,7 @@ class _GroupWriter:
         files = self.sizes.output_files(group.input_bytes)
         if self.sort:
             return rows.repartitionByRange(files, *parts, *self.sort)
-        if parts:
-            return rows.repartition(files, *parts)
-        return rows.coalesce(files)
+        return rows.repartition(files, *parts)  # into another spec (bin-packs go in_tasks)
 
 
 def _with_lineage(schema: Schema) -> Schema:

@@ -91,7 +91,7 @@ def writer_options(properties: Mapping[str, str]) -> dict[str, Any]:
 
 
 @dataclass
-class _Plan:
+class WritePlan:
     """What every task needs, sent as JSON with the task closure."""
 
     location: str
@@ -105,6 +105,45 @@ class _Plan:
     row_group_bytes: int
     max_records: int | None
     target_bytes: int | None
+
+    @classmethod
+    def of(
+        cls,
+        *,
+        location: str,
+        schema: Schema,
+        all_optional: bool,
+        metrics: MetricsConfig,
+        data_columns: Sequence[str],
+        partition_names: Sequence[str],
+        io_properties: Mapping[str, str],
+        table_properties: Mapping[str, str],
+        max_records: int | None,
+        target_bytes: int | None,
+    ) -> WritePlan:
+        """The plan of files below `location`, with the table's Parquet properties."""
+        return cls(
+            location=location,
+            schema=schema.to_json(),
+            all_optional=all_optional,
+            metrics=metrics.to_json(),
+            data_columns=list(data_columns),
+            partition_names=list(partition_names),
+            io=dict(io_properties),
+            options=writer_options(table_properties),
+            row_group_bytes=int(
+                table_properties.get("write.parquet.row-group-size-bytes", 128 * 1024 * 1024)
+            ),
+            max_records=max_records,
+            target_bytes=target_bytes,
+        )
+
+    def to_json(self) -> str:
+        return json.dumps(self.__dict__)
+
+    @classmethod
+    def from_json(cls, payload: str) -> WritePlan:
+        return cls(**json.loads(payload))
 
 
 @dataclass
@@ -165,7 +204,7 @@ def _float_paths(
     return out
 
 
-class _TaskWriter:
+class TaskWriter:
     """The files of one task: one open file per partition directory, rolled when full.
 
     Memory stays bounded whatever the input order: the rows buffered across all open files
@@ -175,7 +214,7 @@ class _TaskWriter:
     effect, like Spark's writer.
     """
 
-    def __init__(self, plan: _Plan) -> None:
+    def __init__(self, plan: WritePlan) -> None:
         self.plan = plan
         self.io = worker_io(plan.io)
         self.iceberg_schema = Schema.from_json(plan.schema)
@@ -240,6 +279,11 @@ class _TaskWriter:
             self._finish(directory)
         return self.done
 
+    def abort(self) -> None:
+        """Close the open files' sinks (an object store's upload is aborted, not completed)."""
+        for opened in self.open.values():
+            opened.sink.close()
+
 
 def _directories(table: pa.Table, names: Sequence[str]) -> tuple[np.ndarray, list[str]]:
     """Per row, the index of its partition directory in the returned list (first-seen order)."""
@@ -272,8 +316,8 @@ def _directories(table: pa.Table, names: Sequence[str]) -> tuple[np.ndarray, lis
 
 def _write_batches(batches: Iterator[pa.RecordBatch], payload: str) -> Iterator[pa.RecordBatch]:
     cheap_cache_invalidation()
-    plan = _Plan(**json.loads(payload))
-    writer = _TaskWriter(plan)
+    plan = WritePlan.from_json(payload)
+    writer = TaskWriter(plan)
     try:
         for batch in batches:
             table = pa.Table.from_batches([batch])
@@ -287,10 +331,14 @@ def _write_batches(batches: Iterator[pa.RecordBatch], payload: str) -> Iterator[
                 writer.add(directory, rows.take(np.nonzero(which == index)[0]))
         written = writer.close()
     except BaseException:
-        for opened in writer.open.values():
-            opened.sink.close()
+        writer.abort()
         raise
-    yield pa.RecordBatch.from_arrays(
+    yield written_batch(written)
+
+
+def written_batch(written: Sequence[tuple[str, str]]) -> pa.RecordBatch:
+    """What a writing task reports: each file's location and its metrics as JSON."""
+    return pa.RecordBatch.from_arrays(
         [
             pa.array([location for location, _ in written], pa.string()),
             pa.array([metrics for _, metrics in written], pa.string()),
@@ -327,25 +375,28 @@ def write_with_arrow(
         F.col(quote_name(n)).cast("string").alias(f"_dir{i}") for i, n in enumerate(partition_names)
     ]
     prepared = frame.select(*(F.col(quote_name(c)) for c in data_columns), *directory_columns)
-    plan = _Plan(
+    payload = WritePlan.of(
         location=location,
-        schema=schema.to_json(),
+        schema=schema,
         all_optional=all_optional,
-        metrics=metrics.to_json(),
+        metrics=metrics,
         data_columns=data_columns,
-        partition_names=list(partition_names),
-        io=dict(io_properties),
-        options=writer_options(table_properties),
-        row_group_bytes=int(
-            table_properties.get("write.parquet.row-group-size-bytes", 128 * 1024 * 1024)
-        ),
+        partition_names=partition_names,
+        io_properties=io_properties,
+        table_properties=table_properties,
         max_records=max_records,
         target_bytes=target_bytes,
-    )
-    payload = json.dumps(plan.__dict__)
+    ).to_json()
     reported = prepared.mapInArrow(
         partial(_write_batches, payload=payload), "location string, metrics string"
     ).collect()
+    return kept_files(io, location, reported)
+
+
+def kept_files(io: FileIO, location: str, reported: Sequence[Any]) -> dict[str, dict[str, Any]]:
+    """The files the successful task attempts reported (`written_batch` rows), sorted by
+    location, with their metrics as `DataFile` keyword values; every other file below
+    `location` (failed or duplicate attempts) is deleted."""
     kept = {row["location"]: decode(json.loads(row["metrics"])) for row in sorted(reported)}
     _delete_strays(io, location, list(kept))
     return kept

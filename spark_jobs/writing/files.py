@@ -171,9 +171,14 @@ class RunFiles:
             max_records=max_records,
             target_bytes=None if positions else self.metadata.property_as_int(*TARGET_FILE_SIZE),
         )
+        self.add(file_set, described)
+        return list(described)
+
+    def add(self, file_set: FileSet, described: Mapping[str, dict[str, Any]]) -> None:
+        """Files of `file_set` written by tasks of the caller's own (location -> metrics as
+        `DataFile` keyword values, as `arrow_files.kept_files` gives them)."""
         self._described.update(described)
         self._written.extend((path, file_set) for path in described)
-        return list(described)
 
     def location_of(self, file_set: FileSet) -> str:
         return f"{self.location}/{file_set.name}"

@@ -1,0 +1,381 @@
+"""A data file's live rows as Arrow batches, its deletes applied inside one Python task.
+
+    reader = LiveBatches(io, fields, target, deletes, lineage=False)
+    for batch in reader.read(data):  # data: DataRef, its deletes indexes into `deletes`
+        ...
+
+A compaction that bin-packs a group into the same partition needs no shuffle, so the task that
+writes an output file can also read the rows that go into it. Doing both in Arrow, with the
+deletes applied there, keeps the rows out of the JVM altogether: no Arrow-to-row conversion
+on the way into Spark and back out to the writer, and no join plan per group.
+
+The delete rules are the spec's, applied exactly as the planner paired files (a data file's
+`DataRef.deletes` are its `FileScanTask.deletes`: partition, sequence numbers and `file_path`
+bounds already decided):
+
+- a position delete `(file_path, pos)` removes row `pos` of that data file when the delete
+  file is one of the data file's deletes; a deletion vector removes the positions it holds;
+- an equality delete removes every row whose equality columns equal a delete row's, null
+  equal to null, when the delete file is one of the data file's deletes (the planner pairs
+  an equality delete only with files of strictly lower data sequence numbers).
+
+Each delete file is read at most once per task: position delete files keep only the rows of
+the task's data files (row groups whose `file_path` bounds miss them are skipped), equality
+delete files their key columns. Position deletes become a boolean mask per batch (numpy), a
+single equality column an `is_in` look-up, several a hash semi-join; none runs Python per row.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from icecore.io import FileIO
+from icecore.spec.deletion_vectors import read_dv
+from icecore.spec.types import NestedField
+from spark_jobs.reading.parquet_files import BATCH_ROWS, _match, _midpoint, _project_column
+from spark_jobs.writing.files import (
+    DELETE_FILE_PATH,
+    DELETE_POS,
+    LAST_UPDATED_SEQUENCE_NUMBER,
+    ROW_ID,
+)
+
+POSITION, DV, EQUALITY = "position", "dv", "equality"
+_ROW = "_live_row"
+
+
+@dataclass(frozen=True)
+class DeleteRef:
+    """A delete file as a task needs it (JSON-able): a Parquet position or equality delete
+    file, or a DV (a byte range of a Puffin file)."""
+
+    kind: str
+    path: str
+    equality_ids: tuple[int, ...] = ()
+    offset: int = 0
+    length: int = 0
+    record_count: int = 0
+    referenced_data_file: str | None = None
+
+    @classmethod
+    def from_json(cls, raw: dict) -> DeleteRef:
+        return cls(**{**raw, "equality_ids": tuple(raw.get("equality_ids") or ())})
+
+
+@dataclass(frozen=True)
+class DataRef:
+    """A byte range of a data file to read (rows of the row groups centred in it), with what
+    its rows need: data sequence number, `first_row_id` (v3), its deletes (indexes)."""
+
+    path: str
+    start: int
+    length: int
+    sequence_number: int
+    first_row_id: int | None = None
+    deletes: tuple[int, ...] = ()
+
+    @classmethod
+    def from_json(cls, raw: dict) -> DataRef:
+        return cls(**{**raw, "deletes": tuple(raw.get("deletes") or ())})
+
+
+@dataclass(frozen=True)
+class _FileDeletes:
+    """What one data file's rows are checked against: its deleted positions (sorted, unique)
+    and, per set of equality ids, the key rows of its equality deletes."""
+
+    positions: np.ndarray
+    equality: list[tuple[tuple[int, ...], pa.Table]]
+
+
+class LiveBatches:
+    """Reads data files' live rows projected to `target` (`fields` by field id, then, with
+    `lineage`, `_row_id` and `_last_updated_sequence_number`)."""
+
+    def __init__(
+        self,
+        io: FileIO,
+        fields: Sequence[NestedField],
+        target: pa.Schema,
+        deletes: Sequence[DeleteRef],
+        data_paths: Sequence[str],
+        *,
+        lineage: bool = False,
+    ) -> None:
+        self.io = io
+        self.fields = list(fields)
+        self.by_id = {f.field_id: f for f in fields}
+        self.target = target
+        self.deletes = list(deletes)
+        self.lineage = lineage
+        self.wanted_paths = set(data_paths)
+        self._positions: dict[int, dict[str, np.ndarray]] = {}
+        self._keys: dict[int, pa.Table] = {}
+        self._combined: dict[tuple[tuple[int, ...], tuple[int, ...]], pa.Table] = {}
+
+    # Data --------------------------------------------------------------------------------
+
+    def read(self, data: DataRef) -> Iterator[pa.RecordBatch]:
+        deletes = _FileDeletes(self._deleted_positions(data), self._equality_keys(data))
+        read_fields = [
+            *self.fields,
+            *((ROW_ID, LAST_UPDATED_SEQUENCE_NUMBER) if self.lineage else ()),
+        ]
+        with self.io.open_input(data.path) as source:
+            parquet = pq.ParquetFile(source)
+            meta = parquet.metadata
+            columns = _match(parquet.schema_arrow, read_fields)
+            names = sorted({c.name for c in columns.values()})
+            position = 0
+            for group in range(meta.num_row_groups):
+                rows = meta.row_group(group).num_rows
+                if not data.start <= _midpoint(meta, group) < data.start + data.length:
+                    position += rows
+                    continue
+                for raw in _batches(parquet, group, names, rows):
+                    batch = self._live(raw, columns, data, position, deletes)
+                    position += raw.num_rows
+                    if batch.num_rows:
+                        yield batch
+
+    def _live(
+        self,
+        raw: pa.RecordBatch,
+        columns: dict[int, pa.Field],
+        data: DataRef,
+        position: int,
+        deletes: _FileDeletes,
+    ) -> pa.RecordBatch:
+        n = raw.num_rows
+        arrays = [
+            _project_column(raw, columns.get(f.field_id), f, target)
+            for f, target in zip(self.fields, self.target, strict=False)
+        ]
+        if self.lineage:
+            arrays.extend(self._lineage(raw, columns, data, position))
+        batch = pa.RecordBatch.from_arrays(arrays, schema=self.target)
+        keep = None
+        deleted = deletes.positions
+        if deleted.size:
+            low, high = np.searchsorted(deleted, [position, position + n])
+            if high > low:
+                keep = np.ones(n, dtype=bool)
+                keep[deleted[low:high] - position] = False
+        for ids, keys in deletes.equality:
+            matched = self._matches(batch, ids, keys)
+            if matched is not None:
+                keep = ~matched if keep is None else keep & ~matched
+        return batch if keep is None else batch.filter(pa.array(keep))
+
+    def _lineage(
+        self, raw: pa.RecordBatch, columns: dict[int, pa.Field], data: DataRef, position: int
+    ) -> list[pa.Array]:
+        """`_row_id`, `_last_updated_sequence_number`: the file's value, else the inherited one
+        (`first_row_id` + position, the data sequence number); all null without a
+        `first_row_id` (spec: "Row Lineage")."""
+        n = raw.num_rows
+        if data.first_row_id is None:
+            return [pa.nulls(n, pa.int64()), pa.nulls(n, pa.int64())]
+        start = data.first_row_id + position
+        inherited = (
+            pa.array(np.arange(start, start + n, dtype=np.int64)),
+            pa.repeat(pa.scalar(data.sequence_number, pa.int64()), n),
+        )
+        out = []
+        for column, value in zip((ROW_ID, LAST_UPDATED_SEQUENCE_NUMBER), inherited, strict=True):
+            own = columns.get(column.field_id)
+            if own is None:
+                out.append(value)
+            else:
+                out.append(pc.coalesce(raw.column(own.name).cast(pa.int64()), value))
+        return out
+
+    # Position deletes and DVs ------------------------------------------------------------
+
+    def _deleted_positions(self, data: DataRef) -> np.ndarray:
+        found: list[np.ndarray] = []
+        for index in data.deletes:
+            ref = self.deletes[index]
+            if ref.kind == POSITION:
+                positions = self._position_file(index).get(data.path)
+                if positions is not None:
+                    found.append(positions)
+            elif ref.kind == DV and ref.referenced_data_file == data.path:
+                dv = read_dv(
+                    self.io,
+                    ref.path,
+                    ref.offset,
+                    ref.length,
+                    referenced_data_file=ref.referenced_data_file,
+                    cardinality=ref.record_count,
+                )
+                found.append(dv.to_numpy().astype(np.int64, copy=False))
+        if not found:
+            return np.empty(0, dtype=np.int64)
+        return np.unique(np.concatenate(found))
+
+    def _position_file(self, index: int) -> dict[str, np.ndarray]:
+        """The positions a position delete file holds for this task's data files, by file."""
+        cached = self._positions.get(index)
+        if cached is not None:
+            return cached
+        ref = self.deletes[index]
+        paths: dict[str, list[np.ndarray]] = defaultdict(list)
+        with self.io.open_input(ref.path) as source:
+            parquet = pq.ParquetFile(source)
+            columns = _match(parquet.schema_arrow, (DELETE_FILE_PATH, DELETE_POS))
+            path_name = columns[DELETE_FILE_PATH.field_id].name
+            pos_name = columns[DELETE_POS.field_id].name
+            wanted = pa.array(sorted(self.wanted_paths), pa.string())
+            for group in range(parquet.metadata.num_row_groups):
+                if not self._may_hold(parquet.metadata.row_group(group), path_name):
+                    continue
+                table = parquet.read_row_group(group, columns=[path_name, pos_name])
+                table = table.filter(pc.is_in(table.column(path_name), value_set=wanted))
+                if not table.num_rows:
+                    continue
+                encoded = table.column(path_name).combine_chunks().dictionary_encode()
+                codes = encoded.indices.to_numpy(zero_copy_only=False)
+                positions = table.column(pos_name).to_numpy().astype(np.int64, copy=False)
+                for code, path in enumerate(encoded.dictionary.to_pylist()):
+                    paths[path].append(positions[codes == code])
+        result = {p: np.concatenate(chunks) for p, chunks in paths.items()}
+        self._positions[index] = result
+        return result
+
+    def _may_hold(self, row_group: pq.RowGroupMetaData, path_name: str) -> bool:
+        """False when the row group's `file_path` bounds exclude every wanted data file."""
+        for i in range(row_group.num_columns):
+            chunk = row_group.column(i)
+            if chunk.path_in_schema != path_name:
+                continue
+            stats = chunk.statistics
+            if stats is None or not stats.has_min_max:
+                return True
+            low, high = _text(stats.min), _text(stats.max)
+            return any(low <= p <= high for p in self.wanted_paths)
+        return True
+
+    # Equality deletes --------------------------------------------------------------------
+
+    def _equality_keys(self, data: DataRef) -> list[tuple[tuple[int, ...], pa.Table]]:
+        """Per set of equality ids, the key rows of the data file's equality deletes (built
+        once per combination of delete files: data files of a partition share them)."""
+        by_ids: dict[tuple[int, ...], list[int]] = defaultdict(list)
+        for index in data.deletes:
+            ref = self.deletes[index]
+            if ref.kind == EQUALITY:
+                by_ids[ref.equality_ids].append(index)
+        out = []
+        for ids, indexes in by_ids.items():
+            combination = (ids, tuple(sorted(indexes)))
+            keys = self._combined.get(combination)
+            if keys is None:
+                keys = pa.concat_tables([self._equality_file(i) for i in indexes])
+                keys = keys.combine_chunks()
+                self._combined[combination] = keys
+            out.append((ids, keys))
+        return out
+
+    def _equality_file(self, index: int) -> pa.Table:
+        cached = self._keys.get(index)
+        if cached is not None:
+            return cached
+        ref = self.deletes[index]
+        key_fields = [self.by_id[i] for i in ref.equality_ids]
+        targets = [self.target.field(self.target.get_field_index(f.name)) for f in key_fields]
+        batches = []
+        with self.io.open_input(ref.path) as source:
+            parquet = pq.ParquetFile(source)
+            columns = _match(parquet.schema_arrow, key_fields)
+            names = sorted({c.name for c in columns.values()})
+            for group in range(parquet.metadata.num_row_groups):
+                rows = parquet.metadata.row_group(group).num_rows
+                for raw in _batches(parquet, group, names, rows):
+                    batches.append(
+                        pa.RecordBatch.from_arrays(
+                            [
+                                _project_column(raw, columns.get(f.field_id), f, t)
+                                for f, t in zip(key_fields, targets, strict=True)
+                            ],
+                            schema=pa.schema(targets),
+                        )
+                    )
+        table = pa.Table.from_batches(batches, schema=pa.schema(targets))
+        self._keys[index] = table
+        return table
+
+    def _matches(
+        self, batch: pa.RecordBatch, ids: tuple[int, ...], keys: pa.Table
+    ) -> np.ndarray | None:
+        """Rows of `batch` whose equality columns equal a key row's (null equals null)."""
+        if not keys.num_rows:
+            return None
+        names = [self.by_id[i].name for i in ids]
+        if len(names) == 1:
+            column = _storage(batch.column(batch.schema.get_field_index(names[0])))
+            values = _storage(keys.column(0).chunk(0))
+            hit = pc.is_in(column, value_set=values, skip_nulls=False)
+            return hit.to_numpy(zero_copy_only=False)
+        left, right = _null_safe(pa.Table.from_batches([batch]).select(names), keys)
+        left = left.append_column(_ROW, pa.array(np.arange(batch.num_rows, dtype=np.int64)))
+        joined = left.join(right, keys=right.column_names, join_type="left semi")
+        matched = np.zeros(batch.num_rows, dtype=bool)
+        matched[joined.column(_ROW).to_numpy()] = True
+        return matched
+
+
+def _batches(
+    parquet: pq.ParquetFile, group: int, names: list[str], rows: int
+) -> Iterator[pa.RecordBatch]:
+    if not names:
+        for offset in range(0, rows, BATCH_ROWS):
+            yield pa.RecordBatch.from_pydict({}, num_rows=min(BATCH_ROWS, rows - offset))
+        return
+    yield from parquet.iter_batches(batch_size=BATCH_ROWS, row_groups=[group], columns=names)
+
+
+def _text(value: object) -> str:
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+
+
+def _null_safe(left: pa.Table, right: pa.Table) -> tuple[pa.Table, pa.Table]:
+    """Both sides' key columns in a form a hash join matches null to null on: per column, a
+    flag saying which rows are null and the values with nulls replaced by a value of the
+    column (any: the flag tells them apart)."""
+    sides: tuple[dict[str, pa.Array], dict[str, pa.Array]] = ({}, {})
+    for i in range(left.num_columns):
+        columns = (
+            _storage(left.column(i).combine_chunks()),
+            _storage(right.column(i).combine_chunks()),
+        )
+        filler = _any_value(columns)
+        for side, column in zip(sides, columns, strict=True):
+            side[f"_n{i}"] = column.is_null()
+            values = column
+            if filler is None:  # null on both sides: the flag alone compares
+                values = pa.array(np.zeros(len(column), dtype=np.int8))
+            elif column.null_count:
+                values = pc.fill_null(column, filler)
+            side[f"_v{i}"] = values
+    return pa.table(sides[0]), pa.table(sides[1])
+
+
+def _any_value(columns: Sequence[pa.Array]) -> pa.Scalar | None:
+    for column in columns:
+        valid = column.drop_null()
+        if len(valid):
+            return valid[0]
+    return None
+
+
+def _storage(array: pa.Array) -> pa.Array:
+    """An extension array (uuid) as its storage: hash look-ups and joins take plain types."""
+    return array.storage if isinstance(array, pa.ExtensionArray) else array
