@@ -40,6 +40,14 @@ Result: `orphan_file_location` (the first `--max-reported`, default 100, sorted)
 `prefix_mismatch_count`, `dry_run`, `older_than`; and what was kept for other tables:
 `excluded_locations` (location, table, reason), `other_tables_files_kept_count`,
 `other_tables_notes`, `other_tables_checked`, `other_tables_check_ms`.
+
+Unfinished multipart uploads (S3) under the location are orphans too: a writer killed
+mid-upload leaves its parts stored, invisible to the listing, until the upload is aborted
+(a bucket lifecycle rule would do it days later). Those begun before `--older-than`, outside
+other tables' directories, are aborted (not in a dry run), which touches no object:
+`abandoned_upload_location` (the first 20), `abandoned_uploads_count`,
+`aborted_uploads_count`, `failed_aborts`, `young_uploads_count` (or `uploads_unchecked`,
+why they could not be listed).
 """
 
 from __future__ import annotations
@@ -50,7 +58,9 @@ from typing import Any
 from pyspark.sql import SparkSession
 
 from icecore.catalog import Catalog
-from icecore.catalog.locations import TableDirectories, catalog_directories
+from icecore.catalog.locations import TableDirectories, catalog_directories, is_within
+from icecore.errors import FileError
+from icecore.io import FileIO
 from icecore.spec.metadata_builder import now_ms as current_time_ms
 from spark_jobs.common.errors import JobError
 from spark_jobs.files.deletion import delete_files
@@ -62,7 +72,7 @@ from spark_jobs.files.locations import (
     is_hidden,
     split_location,
 )
-from spark_jobs.files.other_tables import other_tables, refuse_conflicts
+from spark_jobs.files.other_tables import OtherTables, other_tables, refuse_conflicts
 from spark_jobs.files.referenced import referenced_files
 from spark_jobs.specs.grammar import format_duration_ms, format_ms, parse_instant_ms
 from spark_jobs.specs.jobs import RemoveOrphanFilesOptions
@@ -161,6 +171,7 @@ def run(
         else "",
     )
 
+    uploads = _abandoned_uploads(table.io, location, cutoff, others, options.dry_run)
     outcome = None
     if not options.dry_run and orphans:
         outcome = delete_files(
@@ -190,5 +201,58 @@ def run(
         "prefix_mismatch_count": len(mismatched),
         "deleted_on_executors": bool(outcome is not None and outcome.on_executors),
         "other_tables_files_kept_count": len(visible) - len(candidates),
+        **uploads,
         **others.report(),
+    }
+
+
+def _abandoned_uploads(
+    io: FileIO, location: str, cutoff: int, others: OtherTables, dry_run: bool
+) -> dict[str, Any]:
+    """Abort the multipart uploads under `location` begun before `cutoff` (S3).
+
+    A writer killed mid-upload (SIGKILL, a lost executor) cannot abort its own upload: its
+    parts stay stored, and billed, invisible to the listing above, until aborted. Like an
+    orphan file, an upload is ours to abort only when it is old enough not to belong to a
+    write in progress, not under another table's directories and not hidden; aborting never
+    touches an object, so a table's files are safe whatever is aborted. A store that refuses
+    to list uploads (a policy without s3:ListBucketMultipartUploads) fails nothing: the
+    reason is reported in `uploads_unchecked`."""
+    try:
+        listed = io.pending_uploads(location)
+    except FileError as exc:
+        LOG.warning("unfinished multipart uploads under %s not checked: %s", location, exc)
+        return {"uploads_unchecked": str(exc)}
+    pending = [
+        u
+        for u in listed
+        if not is_hidden(u.location, location)
+        and others.owner_elsewhere(u.location) is None
+        and not any(is_within(u.location, e.location) for e in others.exclusions)
+    ]
+    stale = sorted(
+        (u for u in pending if u.initiated_ms is not None and u.initiated_ms < cutoff),
+        key=lambda u: u.location,
+    )
+    failed: dict[str, str] = {}
+    if not dry_run:
+        for upload in stale:
+            try:
+                io.abort_upload(upload)
+            except FileError as exc:
+                failed[upload.location] = str(exc)
+    if stale:
+        LOG.info(
+            "%d unfinished multipart uploads older than %s under %s%s",
+            len(stale),
+            format_ms(cutoff),
+            location,
+            "" if dry_run else f": {len(stale) - len(failed)} aborted",
+        )
+    return {
+        "abandoned_upload_location": [u.location for u in stale][:_MAX_REPORTED_FAILURES],
+        "abandoned_uploads_count": len(stale),
+        "aborted_uploads_count": 0 if dry_run else len(stale) - len(failed),
+        "failed_aborts": dict(sorted(failed.items())[:_MAX_REPORTED_FAILURES]),
+        "young_uploads_count": len(pending) - len(stale),
     }

@@ -10,7 +10,7 @@
 - `s3client`: bulk deletes and upload aborts on S3, which pyarrow lacks.
 """
 
-from icecore.io.fileio import FileIO, ListedFile
+from icecore.io.fileio import FileIO, ListedFile, PendingUpload
 from icecore.io.properties import (
     ADLS_ACCOUNT_KEY,
     ADLS_ACCOUNT_NAME,
@@ -60,5 +60,6 @@ __all__ = [
     "S3_SESSION_TOKEN",
     "FileIO",
     "ListedFile",
+    "PendingUpload",
     "RetryPolicy",
 ]

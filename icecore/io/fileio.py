@@ -42,6 +42,20 @@ class ListedFile(NamedTuple):
     mtime_ms: int | None
 
 
+class PendingUpload(NamedTuple):
+    """A multipart upload begun and neither completed nor aborted (S3).
+
+    A writer killed mid-upload (SIGKILL, a lost executor or node) cannot abort its own upload:
+    the parts stay stored, and billed, invisible to every listing and reader, until someone
+    aborts it (or a bucket lifecycle rule does). `initiated_ms` is when it began, None when
+    the store does not say; whoever aborts by age must then leave it alone.
+    """
+
+    location: str
+    upload_id: str
+    initiated_ms: int | None
+
+
 @dataclass(frozen=True)
 class _Resolved:
     location: Location
@@ -208,6 +222,36 @@ class FileIO:
         no empty "directory" markers left behind); elsewhere `threads` files at a time.
         """
         return deletion.delete_many(self, locations, threads)
+
+    # Unfinished uploads
+
+    def pending_uploads(self, location: str) -> list[PendingUpload]:
+        """The multipart uploads in progress under the directory `location` (as for
+        `list_prefix`, never a sibling's `location_2/...`). Only S3 has them: elsewhere an
+        unfinished write sends nothing or commits an object (`OutputFile`), which listings
+        see. Empty without boto3, which finds them."""
+        resolved = self._resolve(location)
+        parsed = resolved.location
+        if parsed.store is not Store.S3 or not s3client.available():
+            return []
+        prefix = f"{parsed.key.rstrip('/')}/" if parsed.key.strip("/") else ""
+        try:
+            uploads = self._s3_client().uploads_under(parsed.bucket, prefix)
+        except Exception as exc:  # botocore's ClientError and transport errors
+            raise self._error(location, "cannot list multipart uploads", exc) from None
+        return [
+            PendingUpload(resolved.to_location(f"{parsed.bucket}/{key}"), upload_id, initiated)
+            for key, upload_id, initiated in uploads
+        ]
+
+    def abort_upload(self, upload: PendingUpload) -> None:
+        """Abort `upload`: its parts are deleted and it can no longer complete. An object
+        already at its location (another, finished write) is not touched."""
+        parsed = self._resolve(upload.location).location
+        try:
+            self._s3_client().abort_upload(parsed.bucket, parsed.key, upload.upload_id)
+        except Exception as exc:
+            raise self._error(upload.location, "cannot abort multipart upload", exc) from None
 
     # Internals
 

@@ -1,4 +1,5 @@
-"""What pyarrow cannot do on S3: bulk deletes and aborting a multipart upload, through boto3.
+"""What pyarrow cannot do on S3: bulk deletes, and finding and aborting multipart uploads,
+through boto3.
 
 `pyarrow.fs` deletes one key per request (and then recreates the parent "directory" as an
 empty marker object), and its output stream completes, never aborts, an upload it is asked to
@@ -143,9 +144,33 @@ class S3Client:
         return aborted
 
     def _uploads(self, bucket: str, key: str) -> Iterable[dict[str, Any]]:
+        yield from (u for u in self._uploads_under(bucket, key) if u["Key"] == key)
+
+    def _uploads_under(self, bucket: str, prefix: str) -> Iterable[dict[str, Any]]:
         paginator = self.client.get_paginator("list_multipart_uploads")
-        for page in paginator.paginate(Bucket=bucket, Prefix=key):
-            yield from (u for u in page.get("Uploads", []) if u["Key"] == key)
+        for page in paginator.paginate(Bucket=bucket, Prefix=prefix):
+            yield from page.get("Uploads", [])
+
+    def uploads_under(self, bucket: str, prefix: str) -> list[tuple[str, str, int | None]]:
+        """(key, upload id, initiated in ms since the epoch) of every multipart upload in
+        progress whose key starts with `prefix`, all pages (botocore retries throttling)."""
+        return [
+            (u["Key"], u["UploadId"], _epoch_ms(u.get("Initiated")))
+            for u in self._uploads_under(bucket, prefix)
+        ]
+
+    def abort_upload(self, bucket: str, key: str, upload_id: str) -> None:
+        """Abort one upload; one already gone (aborted or completed meanwhile) is no error."""
+        try:
+            self.client.abort_multipart_upload(Bucket=bucket, Key=key, UploadId=upload_id)
+        except Exception as exc:
+            if "NoSuchUpload" not in _describe(exc):
+                raise
+
+
+def _epoch_ms(instant: Any) -> int | None:
+    """botocore answers timestamps as aware datetimes."""
+    return None if instant is None else int(instant.timestamp() * 1000)
 
 
 def _describe(exc: BaseException) -> str:

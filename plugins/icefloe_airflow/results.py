@@ -123,6 +123,10 @@ def _orphans(r: Mapping[str, Any]) -> str:
         text += f"; left {_plural(len(excluded), 'nested table')} alone"
     if r.get("failed_deletes_count"):
         text += f"; {r['failed_deletes_count']} could not be deleted"
+    uploads = _plural(r.get("abandoned_uploads_count"), "unfinished upload")
+    if r.get("abandoned_uploads_count"):
+        verb = "found" if r.get("dry_run") else f"aborted {r.get('aborted_uploads_count', 0)} of"
+        text += f"; {verb} {uploads}"
     return text
 
 

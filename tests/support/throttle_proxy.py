@@ -5,6 +5,11 @@ Every `throttle_every`-th request is answered `503 SlowDown` with S3's XML error
 server behind. Every request is recorded as (method, path, query), so a test can count
 what a client sent (DeleteObjects batches, retries) without trusting the client's word.
 
+A test can also hold requests (`hold(predicate)`): a request the predicate picks is read
+whole and then neither relayed nor answered until `release()`, which drops it unanswered; the
+client is left waiting in the middle of that request (an upload in progress, for a kill test)
+for as long as the test needs, and `held` tells when one arrived: no sleeping, no racing.
+
 Clients address it like the real endpoint (`http://127.0.0.1:PORT` as `s3.endpoint`); the
 Host header is passed on unchanged, so SigV4 signatures stay valid.
 """
@@ -14,6 +19,7 @@ from __future__ import annotations
 import http.client
 import itertools
 import threading
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import NamedTuple
 
@@ -47,6 +53,9 @@ class ThrottleProxy:
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._hold: Callable[[Request], bool] | None = None
+        self.held = threading.Event()  # set when a held request arrives
+        self._released = threading.Event()
 
     @property
     def endpoint(self) -> str:
@@ -61,23 +70,42 @@ class ThrottleProxy:
         self._server.server_close()
 
     def reset(self, throttle_every: int = 0) -> None:
-        """Forget the recorded requests and restart the count with a new rate."""
+        """Forget the recorded requests and restart the count with a new rate; stop holding."""
+        self.release()
         with self._lock:
             self.requests.clear()
             self._counter = itertools.count(1)
             self.throttle_every = throttle_every
 
+    def hold(self, predicate: Callable[[Request], bool]) -> None:
+        """From now on, hold every request `predicate` picks (see the module docstring)."""
+        with self._lock:
+            self.held.clear()
+            self._released.clear()
+            self._hold = predicate
+
+    def release(self) -> None:
+        """Stop holding; requests held so far are dropped without an answer."""
+        with self._lock:
+            self._hold = None
+            self._released.set()
+
     def recorded(self) -> list[Request]:
         with self._lock:
             return list(self.requests)
 
-    def _decide(self, method: str, target: str) -> bool:
+    def _decide(self, method: str, target: str) -> str:
+        """`throttle`, `hold` or `relay`."""
         path, _, query = target.partition("?")
         with self._lock:
             n = next(self._counter)
             throttled = bool(self.throttle_every) and n % self.throttle_every == 0
-            self.requests.append(Request(method, path, query, throttled))
-        return throttled
+            request = Request(method, path, query, throttled)
+            self.requests.append(request)
+            if not throttled and self._hold is not None and self._hold(request):
+                self.held.set()
+                return "hold"
+        return "throttle" if throttled else "relay"
 
     def _handler_class(self) -> type[BaseHTTPRequestHandler]:
         proxy = self
@@ -108,7 +136,12 @@ class ThrottleProxy:
 
             def _relay(self) -> None:
                 body = self._body()
-                if proxy._decide(self.command, self.path):
+                decision = proxy._decide(self.command, self.path)
+                if decision == "hold":
+                    proxy._released.wait(timeout=600)
+                    self.close_connection = True  # dropped: neither relayed nor answered
+                    return
+                if decision == "throttle":
                     self.send_response(503, "Slow Down")
                     self.send_header("Content-Type", "application/xml")
                     self.send_header("Content-Length", str(len(_SLOW_DOWN)))
