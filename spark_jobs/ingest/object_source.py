@@ -102,9 +102,8 @@ def source_files(io: FileIO, path: str) -> list[tuple[str, int]]:
         )
     try:
         return [(path, io.size(path))]
-    except FileError as exc:
-        if "not found" not in str(exc) and "not a file" not in str(exc):
-            raise JobError(f"cannot read source {path}: {exc}") from None
+    except FileError:
+        pass  # a directory, or nothing: the listing tells (and reports a failure to list)
     root = path.rstrip("/") + "/"
     found = []
     try:

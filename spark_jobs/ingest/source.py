@@ -67,6 +67,8 @@ def source_format(io: FileIO, path: str, explicit: str | None) -> str:
             for f in io.list_prefix(path)
             if not f.location.rsplit("/", 1)[-1].startswith(("_", "."))
         ]
+        if not candidates and not any(c in path for c in "*?[{"):
+            raise JobError(f"source {path} not found: no file is there or under it")
     found = {_EXTENSIONS.get(_extension(p) or "") for p in candidates}
     if len(found) == 1 and None not in found:
         return found.pop()  # type: ignore[return-value]

@@ -135,9 +135,10 @@ def test_parquet_then_csv_sources_on_s3(
     assert str(failed.value) == f"cannot read {bad}: column id: 'twelve' is not a bigint"
     assert _rows(s3_catalog, "db.t") == model.counter()
 
-    with pytest.raises(JobError, match=rf"source {bucket}/in/missing not found") as missing:
-        _ingest(spark, s3_catalog, f"{bucket}/in/missing", source_format="csv")
-    assert S3_SECRET_KEY not in str(missing.value)
+    for missing in (f"{bucket}/in/missing", f"{bucket}/in/missing.csv"):
+        with pytest.raises(JobError, match=rf"source {missing} not found") as failed:
+            _ingest(spark, s3_catalog, missing)
+        assert S3_SECRET_KEY not in str(failed.value)
 
 
 def test_cdc_csv_files_on_s3_apply_in_file_then_row_order(
