@@ -168,8 +168,7 @@ def _footer(io: FileIO, location: str) -> pa.Schema:
 def _read_csv(batch: _Batch, options: Mapping[str, str], table_schema: Schema | None) -> DataFrame:
     lowered = {k.lower(): v for k, v in options.items()}
     _refuse(lowered, _CSV_OPTIONS, "csv")
-    if lowered.get("mode", "FAILFAST").upper() != "FAILFAST":
-        raise JobError("source option mode: a source Spark cannot read is read FAILFAST only")
+    _fail_fast_only(lowered)
     csv = _csv_options(lowered)
     csv["names"] = _csv_names(batch.io, batch.files[0][0], csv)
     text = T.StructType([T.StructField(n, T.StringType(), True) for n in csv["names"]])
@@ -179,10 +178,16 @@ def _read_csv(batch: _Batch, options: Mapping[str, str], table_schema: Schema | 
     infer = [n for n in csv["names"] if n.lower() not in known]
     inferred = _infer_csv(frame, infer) if lowered.get("inferschema", "").lower() == "true" else {}
     columns = [
-        _typed(frame, n, known.get(n.lower()), inferred.get(n), order_columns[0])
-        for n in csv["names"]
+        _typed(n, known.get(n.lower()), inferred.get(n), order_columns[0]) for n in csv["names"]
     ]
     return frame.select(*columns, *order_columns)
+
+
+def _fail_fast_only(options: Mapping[str, str]) -> None:
+    """Refuse PERMISSIVE and DROPMALFORMED: a value that does not parse must fail the job
+    (the table types are the contract), and this reading has no corrupt-record column."""
+    if options.get("mode", "FAILFAST").upper() != "FAILFAST":
+        raise JobError("source option mode: a source Spark cannot read is read FAILFAST only")
 
 
 def _refuse(options: Mapping[str, str], supported: frozenset[str], fmt: str) -> None:
@@ -260,9 +265,7 @@ def _infer_csv(frame: DataFrame, names: Sequence[str]) -> dict[str, str]:
     return types
 
 
-def _typed(
-    frame: DataFrame, name: str, table_type: IcebergType | None, inferred: str | None, file: str
-) -> Column:
+def _typed(name: str, table_type: IcebergType | None, inferred: str | None, file: str) -> Column:
     """Text column `name` as the table's type (uuid and time stay text: conforming parses
     them), else as its inferred type; a value that does not parse fails the task."""
     column = F.col(quoted(name))
@@ -298,8 +301,7 @@ def _read_json(batch: _Batch, options: Mapping[str, str], table_schema: Schema |
             "source option multiLine: multi-line JSON on an object store Spark cannot read is "
             "not supported (give JSON lines)"
         )
-    if lowered.get("mode", "FAILFAST").upper() != "FAILFAST":
-        raise JobError("source option mode: a source Spark cannot read is read FAILFAST only")
+    _fail_fast_only(lowered)
     spark_options = {k: v for k, v in options.items() if k.lower() not in _JSON_FILE_OPTIONS}
     text = T.StructType([T.StructField(_TEXT, T.StringType(), False)])
     file_options = {"encoding": lowered.get("encoding", lowered.get("charset", "utf-8"))}
@@ -319,7 +321,7 @@ def _read_json(batch: _Batch, options: Mapping[str, str], table_schema: Schema |
         *order_columns,
     ).select(*[F.col(_TEXT).getField(f.name).alias(f.name) for f in read.fields], *order_columns)
     columns = [
-        _typed(parsed, f.name, known.get(f.name.lower()), None, order_columns[0])
+        _typed(f.name, known.get(f.name.lower()), None, order_columns[0])
         if known.get(f.name.lower()) is not None and not _nested(known[f.name.lower()])
         else F.col(quoted(f.name))
         for f in read.fields

@@ -133,6 +133,8 @@ def test_parquet_then_csv_sources_on_s3(
     with pytest.raises(JobError) as failed:
         _ingest(spark, s3_catalog, bad)
     assert str(failed.value) == f"cannot read {bad}: column id: 'twelve' is not a bigint"
+    with pytest.raises(JobError, match="read FAILFAST only"):  # never a silent null
+        _ingest(spark, s3_catalog, bad, source_options={"mode": "PERMISSIVE"})
     assert _rows(s3_catalog, "db.t") == model.counter()
 
     for missing in (f"{bucket}/in/missing", f"{bucket}/in/missing.csv"):
