@@ -307,13 +307,14 @@ def arrow_iceberg_type(t: pa.DataType, where: str) -> IcebergType:
     raise JobError(f"source column {where} has Parquet type {t}, which Iceberg has no type for")
 
 
-def arrow_source_schema(schema: pa.Schema) -> T.StructType | None:
+def arrow_source_schema(schema: pa.Schema, *, always: bool = False) -> T.StructType | None:
     """The Spark schema to read a Parquet source with when Spark cannot infer it (a uuid or
     time column) or would lose a type (fixed becomes binary): each column as the Spark type
-    it travels as, its Iceberg type in the metadata. None when Spark's own inference is right.
+    it travels as, its Iceberg type in the metadata. None when Spark's own inference is right,
+    unless `always` (a source read without Spark's reader has no inference to fall back on).
     """
     types = [(f, arrow_iceberg_type(f.type, f.name)) for f in schema]
-    if not _spark_lacks([NestedField(0, f.name, t) for f, t in types]):
+    if not always and not _spark_lacks([NestedField(0, f.name, t) for f, t in types]):
         return None
     return T.StructType(
         [
@@ -545,7 +546,7 @@ def _conform_value(target: IcebergType, source: T.DataType, column: Column, wher
     if isinstance(target, UUIDType):
         return _uuid_value(source, column, where)
     if isinstance(target, FixedType):
-        return _checked(
+        return checked(
             column,
             column.cast("binary"),
             F.octet_length(column) == target.length,
@@ -560,18 +561,19 @@ _INVALID = "icefloe invalid value: "
 _INVALID_MESSAGE = re.compile(re.escape(_INVALID) + r"(.*?)(?:\s+SQLSTATE|\n|$)")
 
 
-def _checked(source: Column, value: Column, valid: Column, message: str) -> Column:
+def checked(source: Column, value: Column, valid: Column, message: str | Column) -> Column:
     """`value` where `valid`, null where the `source` value is null, and a task failure
-    with `message` elsewhere."""
+    with `message` (text, or a column when it quotes the value) elsewhere."""
+    text = F.lit(message) if isinstance(message, str) else message
     return (
         F.when(source.isNull(), F.lit(None))
         .when(valid, value)
-        .otherwise(F.raise_error(F.lit(_INVALID + message)))
+        .otherwise(F.raise_error(F.concat(F.lit(_INVALID), text)))
     )
 
 
 def invalid_value(error: BaseException) -> str | None:
-    """The message of a `_checked` failure inside a Spark error, if it is one: what the
+    """The message of a `checked` failure inside a Spark error, if it is one: what the
     job reports instead of a JVM stack trace."""
     found = _INVALID_MESSAGE.search(str(error))
     return found.group(1) if found else None
@@ -585,13 +587,13 @@ def _uuid_value(source: T.DataType, column: Column, where: str) -> Column:
     """16 bytes from a binary source, or from the text form (hyphens optional, any case)."""
     if isinstance(source, T.StringType):
         text = F.trim(column)
-        return _checked(
+        return checked(
             column,
             F.unhex(F.regexp_replace(text, "-", "")),
             text.rlike(_UUID_TEXT),
             f"column {where} is uuid: a value is not a UUID (8-4-4-4-12 hex digits)",
         )
-    return _checked(
+    return checked(
         column,
         column.cast("binary"),
         F.octet_length(column) == 16,
@@ -611,9 +613,9 @@ def _time_value(source: T.DataType, column: Column, where: str) -> Column:
         micros = ((part(1) * 60 + part(2)) * 60 + part(3)) * 1_000_000 + fraction
         valid = text.rlike(_TIME_TEXT) & (part(1) < 24) & (part(2) < 60) & (part(3) < 60)
         message = f"column {where} is time: a value is not a time of day HH:MM:SS[.ffffff]"
-        return _checked(column, micros, valid, message)
+        return checked(column, micros, valid, message)
     value = column.cast("long")
-    return _checked(
+    return checked(
         column,
         value,
         (value >= 0) & (value < MICROS_PER_DAY),

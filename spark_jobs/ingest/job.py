@@ -37,11 +37,13 @@ from spark_jobs.ingest.commit import (
     committed_batch,
     guard_batch,
 )
+from spark_jobs.ingest.object_source import spark_cannot_read
 from spark_jobs.ingest.positions import superseded_positions
 from spark_jobs.ingest.source import (
     ORDER_COLUMNS,
     describe_malformed,
     is_malformed,
+    malformed_message,
     read_source,
     source_format,
     text_reader_options,
@@ -52,6 +54,7 @@ from spark_jobs.schema import (
     check_spark_readable,
     conform,
     fresh_schema,
+    invalid_value,
     plan_columns,
     quote_name,
 )
@@ -122,6 +125,9 @@ def run(
         raise  # the files may be committed: never delete them
     except BaseException as exc:
         run.discard()
+        invalid = invalid_value(exc)  # a value a FileIO-read source holds, not of its type
+        if invalid is not None:
+            raise JobError(invalid) from None
         if source is None and is_malformed(exc):
             explained = _explain_malformed(spark, catalog, options, frame)
             if explained is not None:
@@ -162,6 +168,8 @@ def _explain_malformed(
     `describe_malformed`): one line instead of a Java trace."""
     assert options.source is not None
     fmt = source_format(catalog.io, options.source, options.source_format)
+    if spark_cannot_read(spark, options.source):  # describing reads the source with Spark
+        return malformed_message(options.source, fmt)
     read = T.StructType([f for f in frame.schema.fields if f.name not in ORDER_COLUMNS])
     reader_options = text_reader_options(fmt, options.source_options)
     return describe_malformed(spark, options.source, fmt, reader_options, read)

@@ -16,6 +16,10 @@ types (fail-fast, so a value that does not parse is an error, never a silent nul
 only columns the table does not know are inferred; for a new table everything is inferred.
 uuid and time columns are read as text (`123e4567-e89b-...`, `HH:MM:SS[.ffffff]`) and
 parsed when conformed to the table.
+
+A source on an object store Spark has no FileSystem for (no S3A, GCS or ABFS connector) is
+read through icecore's FileIO with the catalog's credentials instead, keeping these promises
+(see `object_source`).
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ from icecore.io import FileIO
 from icecore.spec.schema import Schema
 from icecore.spec.types import TimeType, UUIDType
 from spark_jobs.common.errors import JobError
+from spark_jobs.ingest.object_source import read_through_fileio, spark_cannot_read
 from spark_jobs.schema import arrow_source_schema, quoted, spark_type
 
 FORMATS = ("parquet", "csv", "json")
@@ -62,6 +67,8 @@ def source_format(io: FileIO, path: str, explicit: str | None) -> str:
             for f in io.list_prefix(path)
             if not f.location.rsplit("/", 1)[-1].startswith(("_", "."))
         ]
+        if not candidates and not any(c in path for c in "*?[{"):
+            raise JobError(f"source {path} not found: no file is there or under it")
     found = {_EXTENSIONS.get(_extension(p) or "") for p in candidates}
     if len(found) == 1 and None not in found:
         return found.pop()  # type: ignore[return-value]
@@ -84,8 +91,24 @@ def read_source(
     *,
     io: FileIO | None = None,
 ) -> DataFrame:
-    """The batch as a DataFrame with ordering columns (see `with_row_order`)."""
+    """The batch as a DataFrame with ordering columns (see `with_row_order`): read by Spark,
+    or through `io` when Spark cannot open the source's object store."""
     reader_options = text_reader_options(fmt, options)
+    if io is not None and spark_cannot_read(spark, path):
+        try:
+            return read_through_fileio(
+                spark,
+                io,
+                path,
+                fmt,
+                options=reader_options,
+                table_schema=table_schema,
+                order_columns=ORDER_COLUMNS,
+            )
+        except Exception as exc:
+            if is_malformed(exc):  # Spark's JSON inference, FAILFAST
+                raise JobError(malformed_message(path, fmt)) from None
+            raise
     try:
         if fmt == "parquet":
             reader = spark.read.options(**reader_options)
@@ -116,6 +139,11 @@ def text_reader_options(fmt: str, options: Mapping[str, str]) -> dict[str, str]:
 def is_malformed(exc: BaseException) -> bool:
     """Whether Spark failed on a value its reader could not parse (FAILFAST)."""
     return "MALFORMED_RECORD_IN_PARSING" in str(exc) or "Malformed records" in str(exc)
+
+
+def malformed_message(path: str, fmt: str) -> str:
+    """What a failure to parse a record of a source read through FileIO is reported as."""
+    return f"cannot read source {path} as {fmt}: a record is not valid {fmt.upper()}"
 
 
 def describe_malformed(

@@ -79,7 +79,7 @@ def read_parquet(
         if size is not None
         for start in range(0, max(size, 1), split_bytes)
     ] + [(location, 0, _WHOLE_FILE) for location, size in files if size is None]
-    tasks = _pack(splits, spark.sparkContext.defaultParallelism, split_bytes)
+    tasks = pack_splits(splits, spark.sparkContext.defaultParallelism, split_bytes)
     extra = [T.StructField(n, t, True) for n, t in (per_file.columns if per_file else ())]
     if position_column:
         extra.append(T.StructField(position_column, T.LongType(), False))
@@ -100,7 +100,7 @@ def read_parquet(
     return ids.mapInArrow(partial(_read_splits, payload=payload), output)
 
 
-def _pack(
+def pack_splits(
     splits: list[tuple[str, int, int]], parallelism: int, split_bytes: int
 ) -> list[list[tuple[str, int, int]]]:
     """Splits packed into tasks as Spark packs files: up to max(4 MB, total / parallelism)
