@@ -24,15 +24,24 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from icefloe_airflow.health_history import band_label
+from icefloe_airflow.health_history import HealthCheck, band_label, record_checks
 from icefloe_airflow.state_db import STATE_URI_ENV, create_state_engine
 from playwright.sync_api import Page, sync_playwright
 
+from icecore.catalog import catalog_from_settings
 from tests.airflow.server import AirflowServer, airflow_server
 from tests.airflow.test_trigger_forms import CHROMIUM, CHROMIUM_ARGS, artifacts_dir
-from tests.airflow.test_ui import parse
-from tests.support.health_seed import CHECKS_PER_TABLE, HISTOGRAM_BOUNDS, Seeded, seed_fleet
+from tests.airflow.test_ui import build_events, parse
+from tests.support.health_seed import (
+    CATALOG,
+    CHECKS_PER_TABLE,
+    HISTOGRAM_BOUNDS,
+    Seeded,
+    inputs,
+    seed_fleet,
+)
 
+LIVE = "db.events"
 PAGE_BUDGET_S = 1.0  # one page of the 1,000-table fleet, as the api-server answers it
 
 
@@ -41,6 +50,7 @@ class Fleet:
     server: AirflowServer
     page: Page
     seeded: Seeded
+    errors: list[str]  # the browser's JavaScript errors and failed loads, whole module
 
     @property
     def url(self) -> str:
@@ -57,13 +67,30 @@ def fleet(airflow_db: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterato
     home = tmp_path_factory.mktemp("fleet")
     state_uri = f"sqlite:///{home / 'icefloe_state.db'}"
     engine = create_state_engine(state_uri)
-    seeded = seed_fleet(engine)
+    seeded = seed_fleet(engine, tables=999)
     engine.dispose()
+    # One real table beside the fleet, listed in tables.yaml: read live, and charted from the
+    # checks recorded of it too.
     warehouse = home / "warehouse"
     warehouse.mkdir()
+    catalog = catalog_from_settings(uri=None, name="default", warehouse=str(warehouse))
+    catalog.create_namespace("db")
+    catalog.register_table(LIVE, build_events(warehouse / "db" / "events").metadata_location)
+    catalog.close()
+    engine = create_state_engine(state_uri)
+    live = [
+        HealthCheck(
+            LIVE, seeded.now_ms - k * 3_600_000, 50.0 + k, [], inputs(999, k), None, CATALOG
+        )
+        for k in range(5)
+    ]
+    record_checks(engine, CATALOG, live)
+    engine.dispose()
+    seeded.latest[LIVE] = live[0]  # the fleet: 999 seeded tables and this one
     config = home / "tables.yaml"
-    config.write_text(json.dumps({"tables": []}))
-    connection = {"conn_type": "icefloe", "extra": {"warehouse": str(warehouse)}}
+    config.write_text(json.dumps({"tables": [{"table": LIVE, "schedule": None}]}))
+    extra = {"warehouse": str(warehouse), "catalog_name": CATALOG}
+    connection = {"conn_type": "icefloe", "extra": extra}
     env = {
         **os.environ,
         "AIRFLOW_CONN_ICEBERG_DEFAULT": json.dumps(connection),
@@ -73,8 +100,11 @@ def fleet(airflow_db: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterato
     with airflow_server(env, all_admins=True) as server, sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         page = browser.new_page(viewport={"width": 1500, "height": 1000})
+        errors: list[str] = []
+        page.on("pageerror", lambda exc: errors.append(str(exc)))
+        page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
         page.goto(f"{server.base_url}/auth/token/login?next={server.base_url}/icefloe/")
-        yield Fleet(server, page, seeded)
+        yield Fleet(server, page, seeded, errors)
         browser.close()
 
 
@@ -109,8 +139,11 @@ def test_the_fleet_pages_on_the_server(fleet: Fleet) -> None:
     assert page.locator(".pager .current").first.inner_text() == "page 2 of 20"
     page.locator(".pager a[rel=last]").first.click()
     assert shown(page) == expected[950:]
+    # Below the fleet, the tables.yaml table read live; the fleet's tables with runs are not
+    # read live (they are not even in the catalog: each would show an error).
     html = fleet.html()
-    assert "Checked live" not in html and 'data-field="error"' not in html
+    assert "Checked live" in html and list(parse(html).rows) == [LIVE]
+    assert 'data-field="error"' not in html
     assert listed(fleet.html("?per_page=200&page=3")) == expected[400:600]
 
 
@@ -227,6 +260,23 @@ def test_a_table_page_draws_its_history(fleet: Fleet) -> None:
     assert page.locator("#due tr[data-due=yes]").count() == 2
     assert page.locator("#runs tr[data-state=failed]").count() == 1
     screenshot(page, "icefloe-ui-fleet-table.png")
+    as_json = fleet.server.get(f"/icefloe/api/history/{table}").json()
+    assert (as_json["catalog"], len(as_json["checks"])) == (CATALOG, CHECKS_PER_TABLE)
+    assert as_json["checks"][-1]["score"] == fleet.seeded.latest[table].score
+
+
+def test_a_live_tables_page_has_its_charts_and_its_partitions(fleet: Fleet) -> None:
+    page = fleet.page
+    page.goto(fleet.url + f"tables/{LIVE}")
+    assert chart_data(page, "chart-score")["data"] == [
+        [fleet.seeded.now_ms - k * 3_600_000, 50.0 + k] for k in reversed(range(5))
+    ]
+    assert page.locator("#partitions tr[data-partition]").count() == 2
+
+
+def test_the_browser_saw_no_script_errors(fleet: Fleet) -> None:
+    """After the browser's tests: every page they opened loaded its scripts and ran them."""
+    assert fleet.errors == []
 
 
 def test_unknown_table_is_a_404_page(fleet: Fleet) -> None:
