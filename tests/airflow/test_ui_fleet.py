@@ -329,3 +329,37 @@ def screenshot(page: Page, name: str) -> None:
     path.unlink(missing_ok=True)
     page.screenshot(path=str(path), full_page=True)
     assert path.stat().st_size > 10_000
+
+
+def test_an_unreadable_history_leaves_the_live_tables(airflow_db: Path, tmp_path: Path) -> None:
+    """Airflow's `[icefloe] state_uri` names a database nobody answers for (the connection
+    keeps its own store, so its tables are still read live): the page answers with a notice
+    naming the problem, the fleet's JSON says 503, a live table's page still opens."""
+    warehouse = tmp_path / "warehouse"
+    warehouse.mkdir()
+    catalog = catalog_from_settings(uri=None, name="default", warehouse=str(warehouse))
+    catalog.create_namespace("db")
+    catalog.register_table(LIVE, build_events(warehouse / "db" / "events").metadata_location)
+    catalog.close()
+    config = tmp_path / "tables.yaml"
+    config.write_text(json.dumps({"tables": [{"table": LIVE, "schedule": None}]}))
+    own_store = f"sqlite:///{tmp_path / 'icefloe_state.db'}"
+    extra = {"warehouse": str(warehouse), "catalog_name": CATALOG, "state_uri": own_store}
+    env = {
+        **os.environ,
+        "AIRFLOW_CONN_ICEBERG_DEFAULT": json.dumps({"conn_type": "icefloe", "extra": extra}),
+        "ICEFLOE_TABLES_CONFIG": str(config),
+        STATE_URI_ENV: "postgresql+psycopg2://icefloe@127.0.0.1:1/nowhere",  # refused at once
+    }
+    with airflow_server(env, all_admins=True) as server:
+        index = server.get("/icefloe/")
+        assert index.status_code == 200, index.text[:2000]
+        assert "the fleet&#39;s health history cannot be read: OperationalError" in index.text
+        assert list(parse(index.text).rows) == [LIVE]
+        assert 'data-field="error"' not in index.text
+        fleet_json = server.get("/icefloe/api/fleet")
+        assert fleet_json.status_code == 503 and "OperationalError" in fleet_json.json()["detail"]
+        table = server.get(f"/icefloe/tables/{LIVE}")
+        assert table.status_code == 200
+        assert "the table&#39;s health history cannot be read" in table.text
+        assert 'id="partitions"' in table.text
