@@ -17,7 +17,7 @@ import os
 import re
 import statistics
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from html import unescape
 from pathlib import Path
@@ -133,11 +133,10 @@ def test_the_fleet_pages_on_the_server(fleet: Fleet) -> None:
     assert page.locator("#fleet-size").inner_text() == "(1000 tables)"
     assert page.locator("#fleet-count").get_attribute("data-total") == "1000"
     assert shown(page) == expected[:50]
-    page.locator(".pager a[rel=next]").first.click()
-    page.wait_for_url("**/icefloe/?page=2")
+    follow(page, page.locator(".pager a[rel=next]").first.click, "/icefloe/?page=2")
     assert shown(page) == expected[50:100]
     assert page.locator(".pager .current").first.inner_text() == "page 2 of 20"
-    page.locator(".pager a[rel=last]").first.click()
+    follow(page, page.locator(".pager a[rel=last]").first.click, "/icefloe/?page=20")
     assert shown(page) == expected[950:]
     # Below the fleet, the tables.yaml table read live; the fleet's tables with runs are not
     # read live (they are not even in the catalog: each would show an error).
@@ -150,8 +149,8 @@ def test_the_fleet_pages_on_the_server(fleet: Fleet) -> None:
 def test_clicking_headers_sorts_both_ways(fleet: Fleet) -> None:
     page = fleet.page
     page.goto(fleet.url)
-    page.locator("th[data-sort=score] a").click()  # from worst first to best first
-    page.wait_for_url("**/icefloe/?order=desc")
+    score, size = page.locator("th[data-sort=score] a"), page.locator("th[data-sort=size] a")
+    follow(page, score.click, "/icefloe/?order=desc")  # from worst first to best first
     assert shown(page) == fleet.seeded.order("score", descending=True)[:50]
     scores = [
         float(s)
@@ -160,12 +159,12 @@ def test_clicking_headers_sorts_both_ways(fleet: Fleet) -> None:
         )
     ]
     assert scores == sorted(scores, reverse=True) and scores[0] == 100.0
-    page.locator("th[data-sort=score] a").click()
+    follow(page, score.click, "/icefloe/?")
     assert shown(page) == fleet.seeded.order("score")[:50]
 
-    page.locator("th[data-sort=size] a").click()  # biggest first, then reversed
+    follow(page, size.click, "/icefloe/?sort=size")  # biggest first, then reversed
     assert shown(page) == fleet.seeded.order("size", descending=True)[:50]
-    page.locator("th[data-sort=size] a").click()
+    follow(page, size.click, "/icefloe/?sort=size&order=asc")
     assert shown(page) == fleet.seeded.order("size")[:50]
     for sort, order in (("due", "desc"), ("last_run", "desc"), ("last_run", "asc")):
         html = fleet.html(f"?sort={sort}&order={order}&page=2&per_page=10")
@@ -176,12 +175,11 @@ def test_typing_a_search_narrows_the_list_and_keeps_the_sort(fleet: Fleet) -> No
     page = fleet.page
     page.goto(fleet.url + "?sort=size")  # biggest first (size's first direction)
     page.locator("#fleet-search input[name=q]").fill("t012")
-    page.locator("#fleet-search button[type=submit]").click()
-    page.wait_for_url("**/icefloe/?q=t012&sort=size")
+    follow(page, page.locator("#fleet-search button[type=submit]").click, "?q=t012&sort=size")
     expected = [t for t in fleet.seeded.order("size", descending=True) if "t012" in t]
     assert shown(page) == expected and len(expected) == 10
     assert page.locator("#fleet-count").get_attribute("data-total") == "10"
-    page.locator("a", has_text="show all").click()
+    follow(page, page.locator("a", has_text="show all").click, "/icefloe/?sort=size")
     assert page.locator("#fleet-count").get_attribute("data-total") == "1000"
     assert listed(fleet.html("?q=no-such-table")) == []
     assert "No table matches" in fleet.html("?q=no-such-table")
@@ -222,8 +220,8 @@ def test_the_fleet_chart_counts_tables_by_score_band(fleet: Fleet) -> None:
     box = page.locator("#chart-bands").bounding_box()
     assert box is not None
     # A click on the first bar lists that band's tables.
-    page.mouse.click(box["x"] + box["width"] * 0.12, box["y"] + box["height"] * 0.5)
-    page.wait_for_url("**/icefloe/?band=0")
+    x, y = box["x"] + box["width"] * 0.12, box["y"] + box["height"] * 0.5
+    follow(page, lambda: page.mouse.click(x, y), "/icefloe/?band=0")
     total = int(page.locator("#fleet-count").get_attribute("data-total") or -1)
     assert total == fleet.seeded.bands()[0]
     worst = [t for t in fleet.seeded.order("score") if fleet.seeded.latest[t].score < 10]
@@ -234,8 +232,8 @@ def test_a_table_page_draws_its_history(fleet: Fleet) -> None:
     table = "sales.t0000"  # in the worst band, with rewrites on three days
     page = fleet.page
     page.goto(fleet.url + "?q=sales.t0000")
-    page.get_by_role("link", name=table, exact=True).click()
-    page.wait_for_url(f"**/icefloe/tables/{table}?catalog=default")
+    link = page.get_by_role("link", name=table, exact=True)
+    follow(page, link.click, f"/icefloe/tables/{table}?catalog=default")
     score = chart_data(page, "chart-score")
     assert score["data"] == [[x, y] for x, y in score["data"]] and len(score["data"]) == (
         CHECKS_PER_TABLE
@@ -303,6 +301,13 @@ def test_a_page_of_the_1000_table_fleet_answers_fast(fleet: Fleet) -> None:
     assert max(timings) < PAGE_BUDGET_S, timings
 
 
+def follow(page: Page, click: Callable[[], None], url_end: str) -> None:
+    """`click` a link (or a button, a chart), and wait until the page it opens has loaded."""
+    with page.expect_navigation(wait_until="load"):
+        click()
+    assert page.url.endswith(url_end), page.url
+
+
 def chart_data(page: Page, canvas_id: str) -> dict[str, Any]:
     """The Chart.js instance on a canvas: labels, the first dataset's data, and how many of
     the canvas's pixels are painted (a blank canvas has none)."""
@@ -334,7 +339,7 @@ def screenshot(page: Page, name: str) -> None:
 def test_an_unreadable_history_leaves_the_live_tables(airflow_db: Path, tmp_path: Path) -> None:
     """Airflow's `[icefloe] state_uri` names a database nobody answers for (the connection
     keeps its own store, so its tables are still read live): the page answers with a notice
-    naming the problem, the fleet's JSON says 503, a live table's page still opens."""
+    naming the problem, the fleet's JSON endpoints say 503, a live table's page still opens."""
     warehouse = tmp_path / "warehouse"
     warehouse.mkdir()
     catalog = catalog_from_settings(uri=None, name="default", warehouse=str(warehouse))
@@ -357,8 +362,9 @@ def test_an_unreadable_history_leaves_the_live_tables(airflow_db: Path, tmp_path
         assert "the fleet&#39;s health history cannot be read: OperationalError" in index.text
         assert list(parse(index.text).rows) == [LIVE]
         assert 'data-field="error"' not in index.text
-        fleet_json = server.get("/icefloe/api/fleet")
-        assert fleet_json.status_code == 503 and "OperationalError" in fleet_json.json()["detail"]
+        for path in ("/icefloe/api/fleet", f"/icefloe/api/history/{LIVE}"):
+            response = server.get(path)
+            assert response.status_code == 503 and "OperationalError" in response.json()["detail"]
         table = server.get(f"/icefloe/tables/{LIVE}")
         assert table.status_code == 200
         assert "the table&#39;s health history cannot be read" in table.text

@@ -182,7 +182,11 @@ def create_app(history: FleetHistory | None = None) -> FastAPI:
 
     @app.get("/api/history/{table}")
     def history_json(table: str, catalog: str | None = None) -> JSONResponse:
-        history = fleet.table(table, catalog)
+        try:
+            history = fleet.table(table, catalog)
+        except Exception as exc:
+            log.warning("icefloe UI: cannot read %s's history: %s", table, exc, exc_info=True)
+            return JSONResponse({"detail": describe_error(exc)}, 503)
         if history is None:
             return JSONResponse({"detail": f"no recorded health check of {table}"}, 404)
         return JSONResponse(history.to_dict())
