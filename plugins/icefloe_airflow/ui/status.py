@@ -3,7 +3,10 @@
 Which tables: those listed in tables.yaml (with their policy and connection) and those with
 a recorded maintenance run in the state store of each connection involved (a table maintained
 by hand-triggered DAGs or by a user's own DAG appears there without being configured). Any
-catalog works, SQL or REST: tables are read through the `Catalog` API only.
+catalog works, SQL or REST: tables are read through the `Catalog` API only. A table with runs
+that also has recorded health checks belongs to the fleet (`icefloe_airflow.health_history`):
+the page lists it from its checks (`ui.fleet`) instead of reading it here, which would cost a
+catalog call and manifest reads per table for thousands of tables.
 
 For each table the health report is computed live from the table's metadata (no data file is
 read), scored and turned into due jobs by the same policy the self-optimizing DAG uses, so the
@@ -15,6 +18,7 @@ several users) must not re-read every table's manifests each time.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -24,6 +28,8 @@ from typing import Any
 
 from icecore.catalog.locations import Overlap, catalog_directories, overlaps
 from icecore.health import HealthReport
+from icefloe_airflow.health_history import checked_tables
+from icefloe_airflow.health_history import ensure_schema as ensure_history
 from icefloe_airflow.hook import IcebergHook
 from icefloe_airflow.job_dags import job_dag_id
 from icefloe_airflow.policy import (
@@ -60,6 +66,7 @@ class TableStatus:
     iceberg_conn_id: str
     config: TableConfig | None
     checked_at: datetime
+    catalog_name: str | None = None  # the connection's catalog name (keys the history)
     report: HealthReport | None = None
     score: int | None = None
     due: list[DueJob] = field(default_factory=list)
@@ -170,6 +177,8 @@ def _table_status(
     now: datetime,
 ) -> TableStatus:
     status = TableStatus(table, hook.iceberg_conn_id, config, now)
+    with contextlib.suppress(Exception):  # a broken connection is reported below
+        status.catalog_name = hook.settings().name
     try:
         if store is not None:
             status.last_runs = store.last_runs(table)
@@ -207,7 +216,9 @@ def collect_overview() -> Overview:
         try:
             _note_catalog_names(hook, listed, named, notices)
             store: MaintenanceStore | None = hook.state_store()
-            recorded = [t for t in store.tables() if (conn_id, t) not in seen]
+            ensure_history(store.engine)
+            in_fleet = checked_tables(store.engine, store.catalog_name)
+            recorded = [t for t in store.tables() if (conn_id, t) not in seen and t not in in_fleet]
         except Exception as exc:
             notices.append(f"connection {conn_id!r}: no run history: {describe_error(exc)}")
             store, recorded = None, []
