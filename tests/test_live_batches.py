@@ -10,11 +10,14 @@ not paired with, and the lineage columns' inheritance.
 from __future__ import annotations
 
 import random
+import threading
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 
 from icecore.data.arrow_schema import arrow_schema
 from icecore.io import FileIO
@@ -26,6 +29,7 @@ from spark_jobs.reading.live_batches import (
     DeleteRef,
     LiveBatches,
 )
+from spark_jobs.rewrite_data_files.in_tasks import _prefetched
 from spark_jobs.writing.files import LAST_UPDATED_SEQUENCE_NUMBER, POSITION_DELETE_SCHEMA, ROW_ID
 
 FIELDS = [
@@ -152,3 +156,33 @@ def test_a_uuid_equality_key(tmp_path: Path) -> None:
     )  # fmt: skip
     got = [r[0] for r in _rows(reader, [DataRef(path, 0, WHOLE, 1, deletes=(0,))])]
     assert got == [i for i, v in enumerate(values) if v not in gone]
+
+
+def test_prefetched_reading_keeps_order_errors_and_stops_with_the_writer() -> None:
+    """The task's reader runs on a thread of its own (`in_tasks._prefetched`): batches come
+    in order, a read error reaches the writer, and a writer that fails stops the reader."""
+    assert list(_prefetched(iter(range(1_000)), depth=3)) == list(range(1_000))
+
+    def failing() -> Iterator[int]:
+        yield 1
+        raise OSError("bad-file.parquet: truncated")
+
+    with pytest.raises(OSError, match="bad-file"):
+        list(_prefetched(failing()))
+
+    produced: list[int] = []
+
+    def endless() -> Iterator[int]:
+        n = 0
+        while True:
+            produced.append(n)
+            yield n
+            n += 1
+
+    reading = _prefetched(endless(), depth=2)
+    assert next(reading) == 0
+    reading.close()  # the writer stopped: the reader thread must end, not run forever
+    settled = len(produced)
+    assert settled <= 5
+    threading.Event().wait(0.3)
+    assert len(produced) == settled

@@ -26,8 +26,11 @@ from __future__ import annotations
 
 import json
 import math
+import threading
 from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from functools import partial
+from queue import Full, Queue
 from typing import Any
 
 import pyarrow as pa
@@ -176,10 +179,55 @@ def _rewrite_bin(
     )
     directory = f"{GROUP}={work['group']}"
     try:
-        for ref in data:
-            for batch in reader.read(ref):
-                writer.add(directory, pa.Table.from_batches([batch]))
+        for batch in _prefetched(b for ref in data for b in reader.read(ref)):
+            writer.add(directory, pa.Table.from_batches([batch]))
         return writer.close()
     except BaseException:
         writer.abort()
         raise
+
+
+@dataclass(frozen=True)
+class _Failed:
+    error: BaseException
+
+
+_DONE = object()
+
+
+def _prefetched(items: Iterator[Any], depth: int = 4) -> Iterator[Any]:
+    """`items`, produced on a thread of their own: reading (decoding, applying deletes) then
+    overlaps with encoding and writing, both pyarrow work that releases the GIL, so a task
+    writing one large file (an unpartitioned group) keeps a second core busy. At most `depth`
+    batches wait; the reader stops when the writer does."""
+    waiting: Queue[Any] = Queue(maxsize=depth)
+    stop = threading.Event()
+
+    def put(item: Any) -> bool:
+        while not stop.is_set():
+            try:
+                waiting.put(item, timeout=0.1)
+                return True
+            except Full:
+                continue
+        return False
+
+    def produce() -> None:
+        try:
+            for item in items:
+                if not put(item):
+                    return
+            put(_DONE)
+        except BaseException as exc:
+            put(_Failed(exc))
+
+    thread = threading.Thread(target=produce, name="icefloe-read", daemon=True)
+    thread.start()
+    try:
+        while (item := waiting.get()) is not _DONE:
+            if isinstance(item, _Failed):
+                raise item.error
+            yield item
+    finally:
+        stop.set()
+        thread.join()
