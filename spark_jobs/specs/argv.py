@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from spark_jobs.specs.options import BOOLEAN, JobOptions, JobSpec, Option, OptionError
 
@@ -55,7 +56,8 @@ def _property(text: str) -> tuple[str, str]:
     return key.strip(), value
 
 
-def _add_catalog_options(parser: argparse.ArgumentParser) -> None:
+def add_catalog_options(parser: argparse.ArgumentParser) -> None:
+    """The shared catalog flags (also the `icefloe` command's, so its flags match the jobs')."""
     group = parser.add_argument_group("catalog (shared by every job)")
     group.add_argument(
         "--catalog-uri",
@@ -98,7 +100,7 @@ def build_parser(spec: JobSpec) -> argparse.ArgumentParser:
     """The job's parser; options not given stay out of the namespace, so the options
     class's defaults apply."""
     parser = argparse.ArgumentParser(prog=spec.name, description=f"{spec.summary}.")
-    _add_catalog_options(parser)
+    add_catalog_options(parser)
     group = parser.add_argument_group(spec.name)
     for option in spec.options.options():
         kwargs: dict[str, object] = {
@@ -116,17 +118,22 @@ def build_parser(spec: JobSpec) -> argparse.ArgumentParser:
     return parser
 
 
-def parse_job_args(spec: JobSpec, argv: Sequence[str] | None) -> JobArgs:
-    """The catalog and the checked options; SystemExit(2) from argparse for a malformed
-    command line, OptionError for a value the job cannot take."""
-    namespace = vars(build_parser(spec).parse_args(argv))
-    catalog = CatalogArgs(
+def pop_catalog_args(namespace: dict[str, Any]) -> CatalogArgs:
+    """Take the shared catalog flags (`add_catalog_options`) out of parsed arguments."""
+    return CatalogArgs(
         uri=namespace.pop("catalog_uri"),
         type=namespace.pop("catalog_type"),
         name=namespace.pop("catalog_name"),
         warehouse=namespace.pop("warehouse"),
         properties=dict(namespace.pop("catalog_property")),
     )
+
+
+def parse_job_args(spec: JobSpec, argv: Sequence[str] | None) -> JobArgs:
+    """The catalog and the checked options; SystemExit(2) from argparse for a malformed
+    command line, OptionError for a value the job cannot take."""
+    namespace = vars(build_parser(spec).parse_args(argv))
+    catalog = pop_catalog_args(namespace)
     for option in spec.options.options():
         if option.cli_required and namespace.get(option.name) is None:
             raise OptionError(option, "required")
