@@ -12,6 +12,8 @@ command line, the Airflow form and the Python API refuse a value in the same wor
 from __future__ import annotations
 
 import argparse
+import json
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -47,6 +49,50 @@ class CatalogArgs:
 class JobArgs:
     catalog: CatalogArgs
     options: JobOptions
+
+
+_SECRET_FLAGS = {"credential": CATALOG_CREDENTIAL_ENV, "token": CATALOG_TOKEN_ENV}
+
+
+def catalog_settings(args: CatalogArgs) -> dict[str, Any]:
+    """`icecore.catalog.catalog_from_settings` keyword arguments for the shared catalog flags,
+    secrets only from the environment (the jobs and the `icefloe` command read them alike);
+    ValueError, in one line, for what cannot be used."""
+    uri = args.uri or os.environ.get(CATALOG_URI_ENV) or None
+    if not uri and not args.warehouse:
+        raise ValueError(
+            f"give --warehouse (SQLite catalog in it), --catalog-uri or ${CATALOG_URI_ENV}"
+        )
+    on_argv = sorted(k for k in args.properties if k in _SECRET_FLAGS)
+    if on_argv:
+        raise ValueError(
+            f"--catalog-property {on_argv[0]}=... would show a secret in process listings and "
+            f"logs; set ${_SECRET_FLAGS[on_argv[0]]} instead"
+        )
+    properties = {**_environment_properties(), **args.properties}
+    for key, env in _SECRET_FLAGS.items():
+        if os.environ.get(env):
+            properties[key] = os.environ[env]
+    return {
+        "uri": uri,
+        "name": args.name,
+        "warehouse": args.warehouse,
+        "properties": properties,
+        "catalog_type": args.type,
+    }
+
+
+def _environment_properties() -> dict[str, str]:
+    raw = os.environ.get(CATALOG_PROPERTIES_ENV)
+    if not raw:
+        return {}
+    try:
+        properties = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"${CATALOG_PROPERTIES_ENV} is not a JSON object: {exc}") from None
+    if not isinstance(properties, dict):
+        raise ValueError(f"${CATALOG_PROPERTIES_ENV} is not a JSON object")
+    return {str(k): str(v) for k, v in properties.items()}
 
 
 def _property(text: str) -> tuple[str, str]:

@@ -30,7 +30,7 @@ from typing import Any
 
 from icefloe_airflow.fleet.config import Budget, FleetConfig, FleetSettings, load_fleet_settings
 from icefloe_airflow.tables_config import CONFIG_ENV, TablesConfigError
-from spark_jobs.specs.argv import add_catalog_options, pop_catalog_args
+from spark_jobs.specs.argv import add_catalog_options, catalog_settings, pop_catalog_args
 
 EXIT_USAGE = 2
 
@@ -101,9 +101,13 @@ def _main(argv: Sequence[str] | None) -> int:
     exclude = tuple(args.exclude or fleet.exclude)
     if args.command == "health" and not args.tables and not args.all:
         parser.error("health: name tables, or --all")
-    from spark_jobs.common.cli import open_catalog  # noqa: PLC0415
+    from icecore.catalog import catalog_from_settings  # noqa: PLC0415
 
-    catalog = open_catalog(catalog_args)
+    try:
+        catalog = catalog_from_settings(**catalog_settings(catalog_args))
+    except ValueError as exc:
+        print(f"icefloe: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     try:
         if args.command == "tables":
             from icefloe_airflow.fleet.discovery import discover  # noqa: PLC0415

@@ -11,6 +11,7 @@ command line.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import shutil
@@ -48,9 +49,10 @@ def submit_command(
     py_files: str,
 ) -> list[str]:
     """spark-submit's command line: no catalog URI on it (see `job_environment`)."""
-    import spark_jobs  # noqa: PLC0415
-
-    launcher = Path(next(iter(spark_jobs.__path__))) / "main.py"
+    found = importlib.util.find_spec("spark_jobs")  # its path only: nothing of it is run here
+    if found is None or not found.submodule_search_locations:
+        raise SystemExit("the spark_jobs package is not installed (pip install icefloe)")
+    launcher = Path(next(iter(found.submodule_search_locations))) / "main.py"
     command = [spark_submit(), "--master", master]
     if py_files:
         command += ["--py-files", py_files]
