@@ -33,6 +33,7 @@ from typing import Any
 
 import yaml
 
+from icefloe_airflow.policy import MaintenancePolicy
 from icefloe_airflow.tables_config import (
     TablesConfigError,
     default_config_path,
@@ -148,6 +149,11 @@ def parse_fleet_settings(document: Any, source: str = "tables config") -> FleetS
         if unknown:
             raise TablesConfigError(f"{source}: {where}: unknown keys {unknown}")
         namespaces.append((str(pattern), policy_sections(entry, source, where)))
+    for pattern, level in namespaces:  # a bad key or value is named now, not per table later
+        try:
+            MaintenancePolicy.from_mapping({**defaults, **level})
+        except ValueError as exc:
+            raise TablesConfigError(f"{source}: namespaces[{pattern!r}]: {exc}") from None
     table_values = {}
     for index, entry in enumerate(document.get("tables") or []):
         table_values[entry["table"]] = policy_sections(entry, source, f"tables[{index}]")
