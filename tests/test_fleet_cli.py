@@ -129,3 +129,33 @@ def test_the_command_imports_no_airflow(fleet: FleetTruth) -> None:
         "assert 'airflow' not in sys.modules, 'airflow imported'\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, capture_output=True)
+
+
+def test_run_submits_the_job_under_the_lease_and_records_it(fleet: FleetTruth) -> None:
+    """One real spark-submit (local[1]): a dry-run expiry of a table with an old snapshot."""
+    from icefloe_airflow.state import MaintenanceStore  # noqa: PLC0415
+
+    (table, *_) = fleet.tables_of("expire")
+    root = fleet.warehouse.parent
+    command = [str(ICEFLOE), "run", "expire_snapshots", table, "--warehouse", str(fleet.warehouse)]
+    command += ["--state-uri", f"sqlite:///{root / 'state.db'}", "--master", "local[1]"]
+    done = subprocess.run(
+        [*command, "--dry-run"], capture_output=True, text=True, check=True, timeout=600
+    )
+    result = json.loads(done.stdout.splitlines()[-1])
+    assert result["dry_run"] is True and result["expired_snapshots_count"] == 1
+    store = MaintenanceStore.open(f"sqlite:///{root / 'state.db'}")
+    try:
+        run = store.last_runs(table)["expire_snapshots"]
+        assert store.lock_holder(table) is None  # released
+    finally:
+        store.close()
+    assert run.state == "success" and run.result == result
+
+    unknown = subprocess.run(
+        [str(ICEFLOE), "run", "compact", table, "--warehouse", str(fleet.warehouse)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert unknown.returncode != 0 and "unknown job 'compact'" in unknown.stderr
