@@ -13,7 +13,13 @@ from typing import Any
 import pytest
 
 from icecore.catalog import catalog_from_settings
-from tests.support.fleet_catalog import MIB, FleetTruth, make_fleet_catalog, write_table
+from tests.support.fleet_catalog import (
+    MIB,
+    FleetTruth,
+    make_fleet_catalog,
+    record_orphan_runs,
+    write_table,
+)
 
 ICEFLOE = Path(sys.executable).parent / "icefloe"
 
@@ -159,3 +165,25 @@ def test_run_submits_the_job_under_the_lease_and_records_it(fleet: FleetTruth) -
         check=False,
     )
     assert unknown.returncode != 0 and "unknown job 'compact'" in unknown.stderr
+
+
+def test_a_table_that_waited_climbs(tmp_path: Path) -> None:
+    """t0010 saves readers more than t0000, but t0000 has waited three days since its last
+    maintenance (the others an hour): it climbs over t0010, and a one-table budget takes it."""
+    truth = make_fleet_catalog(tmp_path / "wh", 20)
+    assert truth.benefit["ns01.t0010"] > truth.benefit["ns00.t0000"]
+    state = f"sqlite:///{tmp_path / 'state.db'}"
+    now_ms = int(time.time() * 1000)
+    others = [t for t in truth.kinds if t != "ns00.t0000"]
+    record_orphan_runs(state, others, now_ms - 3_600_000)
+    record_orphan_runs(state, ["ns00.t0000"], now_ms - 3 * 86_400_000)
+    command = [str(ICEFLOE), "due", "--json", "--warehouse", str(tmp_path / "wh")]
+    command += ["--state-uri", state, "--max-tables", "1"]
+    env = {"ICEFLOE_CACHE_DIR": str(tmp_path / "cache")}
+    out = subprocess.run(command, env=env, capture_output=True, text=True, check=True).stdout
+    (line,) = [json.loads(line) for line in out.splitlines()]
+    assert line["table"] == "ns00.t0000"
+    assert line["waited_s"] >= 3 * 86_400 - 60
+    assert line["priority"] == pytest.approx(
+        line["benefit"] * (1 + line["waited_s"] / 86_400), rel=1e-3
+    )
