@@ -4,6 +4,7 @@ spark-submits of the due jobs; afterwards nothing is due and the rows are the sa
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +12,9 @@ import pytest
 from pyspark.sql import SparkSession
 
 from icecore.catalog import Catalog, catalog_from_settings
+from tests.airflow.conftest import state_store_uri
 from tests.airflow.tables import ingest_cdc, spark_conf_dir, table_rows  # noqa: F401 - fixture
+from tests.support.fleet_catalog import record_orphan_runs
 
 pytestmark = pytest.mark.usefixtures("airflow_db", "spark_conf_dir")
 TABLES = ("db.alpha", "db.beta")
@@ -28,6 +31,9 @@ def test_the_fleet_dag_heals_two_tables(
     for seed, table in enumerate(TABLES, start=3):
         ingest_cdc(spark, catalog, table, 3, size=30, seed=seed)
     rows = {t: table_rows(catalog.load_table(t)) for t in TABLES}
+    # Orphans were removed an hour ago (two spark-submits fewer): compaction is what is due.
+    hour_ago = int(time.time() * 1000) - 3_600_000
+    record_orphan_runs(state_store_uri(iceberg_connection.parent), list(TABLES), hour_ago)
     config = tmp_path / "tables.yaml"
     config.write_text(
         "defaults: {thresholds: {minor_file_count: 2}}\n"
@@ -42,7 +48,7 @@ def test_the_fleet_dag_heals_two_tables(
 
     settings = load_fleet_settings()
     before = survey(catalog, settings.layers, cache=HealthCache(tmp_path / "cache"))
-    assert [c.table for c in before.ranked] and {c.table for c in before.ranked} == set(TABLES)
+    assert {c.table for c in before.ranked} == set(TABLES)
 
     run = run_dag(fleet_dag(settings.fleets[0]))
 
@@ -50,6 +56,7 @@ def test_the_fleet_dag_heals_two_tables(
     assert "failed" not in states.values(), states
     ran = {(task, index) for (task, index), state in states.items() if state == "success"}
     assert ("table.rewrite_data_files", 0) in ran and ("table.rewrite_data_files", 1) in ran
+    assert states[("table.remove_orphan_files", 0)] == "skipped"  # ran an hour ago
     catalog.close()
     catalog = catalog_from_settings(warehouse=str(iceberg_connection))
     after = survey(catalog, settings.layers, cache=HealthCache(tmp_path / "cache"))
