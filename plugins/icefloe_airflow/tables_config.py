@@ -109,7 +109,8 @@ def parse_tables_config(document: Any, source: str = "tables config") -> list[Ta
         return []
     defaults: Mapping[str, Any] = {}
     if isinstance(document, Mapping):
-        unknown = sorted(set(document) - {"defaults", "tables"})
+        # `namespaces` and `fleets` configure the fleet DAGs (icefloe_airflow.fleet.config).
+        unknown = sorted(set(document) - {"defaults", "tables", "namespaces", "fleets"})
         if unknown:
             raise TablesConfigError(f"{source}: unknown top-level keys {unknown}")
         defaults = _mapping(document.get("defaults") or {}, source, "defaults")
@@ -146,14 +147,8 @@ def _table_config(
 
     policy_values: dict[str, Any] = {}
     for origin, label in ((defaults, "defaults"), (entry, where)):
-        level: dict[str, Any] = {}  # the table's own keys override the defaults'
-        for section in _POLICY_SECTIONS:
-            values = _mapping(origin.get(section) or {}, source, f"{label}.{section}")
-            clash = sorted(set(values) & set(level))
-            if clash:
-                raise TablesConfigError(f"{source}: {label}.{section}: {clash} set twice")
-            level.update(values)
-        policy_values.update(level)
+        # the table's own keys override the defaults'
+        policy_values.update(policy_sections(origin, source, label))
     try:
         policy = MaintenancePolicy.from_mapping(policy_values)
     except ValueError as exc:
@@ -177,6 +172,19 @@ def _table_config(
     if not isinstance(catalog_name, str) or not catalog_name:
         raise TablesConfigError(f"{source}: {where}.catalog_name: expected a catalog name")
     return TableConfig(table, schedule, policy, job_options, conn_id, catalog_name)
+
+
+def policy_sections(origin: Mapping[str, Any], source: str, label: str) -> dict[str, Any]:
+    """The `MaintenancePolicy` keys of one level (`policy`, `thresholds` and `retention`
+    merged); a key set in two of them is refused."""
+    level: dict[str, Any] = {}
+    for section in _POLICY_SECTIONS:
+        values = _mapping(origin.get(section) or {}, source, f"{label}.{section}")
+        clash = sorted(set(values) & set(level))
+        if clash:
+            raise TablesConfigError(f"{source}: {label}.{section}: {clash} set twice")
+        level.update(values)
+    return level
 
 
 def _schedule(schedule: Any, source: str, where: str) -> str | tuple[str, str] | None:

@@ -43,12 +43,9 @@ from icecore.catalog import Catalog, catalog_from_settings
 from icecore.errors import IcecoreError
 from spark_jobs.common.errors import JobError
 from spark_jobs.specs.argv import (
-    CATALOG_CREDENTIAL_ENV,
-    CATALOG_PROPERTIES_ENV,
-    CATALOG_TOKEN_ENV,
-    CATALOG_URI_ENV,
     RESULT_FILE_ENV,
     CatalogArgs,
+    catalog_settings,
     parse_job_args,
 )
 from spark_jobs.specs.jobs import JOBS
@@ -61,44 +58,11 @@ _MAX_CAUSE = 1000
 
 def open_catalog(args: CatalogArgs) -> Catalog:
     """The catalog the shared options describe; secrets only from the environment."""
-    uri = args.uri or os.environ.get(CATALOG_URI_ENV) or None
-    if not uri and not args.warehouse:
-        raise JobError(
-            f"give --warehouse (SQLite catalog in it), --catalog-uri or ${CATALOG_URI_ENV}"
-        )
-    on_argv = sorted(k for k in args.properties if k in _SECRET_FLAGS)
-    if on_argv:
-        raise JobError(
-            f"--catalog-property {on_argv[0]}=... would show a secret in process listings and "
-            f"logs; set ${_SECRET_FLAGS[on_argv[0]]} instead"
-        )
-    properties = {**_environment_properties(), **args.properties}
-    for key, env in _SECRET_FLAGS.items():
-        if os.environ.get(env):
-            properties[key] = os.environ[env]
-    return catalog_from_settings(
-        uri=uri,
-        name=args.name,
-        warehouse=args.warehouse,
-        properties=properties,
-        catalog_type=args.type,
-    )
-
-
-_SECRET_FLAGS = {"credential": CATALOG_CREDENTIAL_ENV, "token": CATALOG_TOKEN_ENV}
-
-
-def _environment_properties() -> dict[str, str]:
-    raw = os.environ.get(CATALOG_PROPERTIES_ENV)
-    if not raw:
-        return {}
     try:
-        properties = json.loads(raw)
-    except json.JSONDecodeError as exc:
-        raise JobError(f"${CATALOG_PROPERTIES_ENV} is not a JSON object: {exc}") from None
-    if not isinstance(properties, dict):
-        raise JobError(f"${CATALOG_PROPERTIES_ENV} is not a JSON object")
-    return {str(k): str(v) for k, v in properties.items()}
+        settings = catalog_settings(args)
+    except ValueError as exc:
+        raise JobError(str(exc)) from None
+    return catalog_from_settings(**settings)
 
 
 def one_line(exc: BaseException) -> str:

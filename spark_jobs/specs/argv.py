@@ -12,8 +12,11 @@ command line, the Airflow form and the Python API refuse a value in the same wor
 from __future__ import annotations
 
 import argparse
+import json
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from spark_jobs.specs.options import BOOLEAN, JobOptions, JobSpec, Option, OptionError
 
@@ -48,6 +51,50 @@ class JobArgs:
     options: JobOptions
 
 
+_SECRET_FLAGS = {"credential": CATALOG_CREDENTIAL_ENV, "token": CATALOG_TOKEN_ENV}
+
+
+def catalog_settings(args: CatalogArgs) -> dict[str, Any]:
+    """`icecore.catalog.catalog_from_settings` keyword arguments for the shared catalog flags,
+    secrets only from the environment (the jobs and the `icefloe` command read them alike);
+    ValueError, in one line, for what cannot be used."""
+    uri = args.uri or os.environ.get(CATALOG_URI_ENV) or None
+    if not uri and not args.warehouse:
+        raise ValueError(
+            f"give --warehouse (SQLite catalog in it), --catalog-uri or ${CATALOG_URI_ENV}"
+        )
+    on_argv = sorted(k for k in args.properties if k in _SECRET_FLAGS)
+    if on_argv:
+        raise ValueError(
+            f"--catalog-property {on_argv[0]}=... would show a secret in process listings and "
+            f"logs; set ${_SECRET_FLAGS[on_argv[0]]} instead"
+        )
+    properties = {**_environment_properties(), **args.properties}
+    for key, env in _SECRET_FLAGS.items():
+        if os.environ.get(env):
+            properties[key] = os.environ[env]
+    return {
+        "uri": uri,
+        "name": args.name,
+        "warehouse": args.warehouse,
+        "properties": properties,
+        "catalog_type": args.type,
+    }
+
+
+def _environment_properties() -> dict[str, str]:
+    raw = os.environ.get(CATALOG_PROPERTIES_ENV)
+    if not raw:
+        return {}
+    try:
+        properties = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"${CATALOG_PROPERTIES_ENV} is not a JSON object: {exc}") from None
+    if not isinstance(properties, dict):
+        raise ValueError(f"${CATALOG_PROPERTIES_ENV} is not a JSON object")
+    return {str(k): str(v) for k, v in properties.items()}
+
+
 def _property(text: str) -> tuple[str, str]:
     key, sep, value = text.partition("=")
     if not sep or not key.strip():
@@ -55,7 +102,8 @@ def _property(text: str) -> tuple[str, str]:
     return key.strip(), value
 
 
-def _add_catalog_options(parser: argparse.ArgumentParser) -> None:
+def add_catalog_options(parser: argparse.ArgumentParser) -> None:
+    """The shared catalog flags (also the `icefloe` command's, so its flags match the jobs')."""
     group = parser.add_argument_group("catalog (shared by every job)")
     group.add_argument(
         "--catalog-uri",
@@ -98,7 +146,7 @@ def build_parser(spec: JobSpec) -> argparse.ArgumentParser:
     """The job's parser; options not given stay out of the namespace, so the options
     class's defaults apply."""
     parser = argparse.ArgumentParser(prog=spec.name, description=f"{spec.summary}.")
-    _add_catalog_options(parser)
+    add_catalog_options(parser)
     group = parser.add_argument_group(spec.name)
     for option in spec.options.options():
         kwargs: dict[str, object] = {
@@ -116,17 +164,22 @@ def build_parser(spec: JobSpec) -> argparse.ArgumentParser:
     return parser
 
 
-def parse_job_args(spec: JobSpec, argv: Sequence[str] | None) -> JobArgs:
-    """The catalog and the checked options; SystemExit(2) from argparse for a malformed
-    command line, OptionError for a value the job cannot take."""
-    namespace = vars(build_parser(spec).parse_args(argv))
-    catalog = CatalogArgs(
+def pop_catalog_args(namespace: dict[str, Any]) -> CatalogArgs:
+    """Take the shared catalog flags (`add_catalog_options`) out of parsed arguments."""
+    return CatalogArgs(
         uri=namespace.pop("catalog_uri"),
         type=namespace.pop("catalog_type"),
         name=namespace.pop("catalog_name"),
         warehouse=namespace.pop("warehouse"),
         properties=dict(namespace.pop("catalog_property")),
     )
+
+
+def parse_job_args(spec: JobSpec, argv: Sequence[str] | None) -> JobArgs:
+    """The catalog and the checked options; SystemExit(2) from argparse for a malformed
+    command line, OptionError for a value the job cannot take."""
+    namespace = vars(build_parser(spec).parse_args(argv))
+    catalog = pop_catalog_args(namespace)
     for option in spec.options.options():
         if option.cli_required and namespace.get(option.name) is None:
             raise OptionError(option, "required")

@@ -1,0 +1,216 @@
+"""The fleet's part of `tables.yaml`: which catalogs a fleet DAG maintains, with which budget,
+and the per-namespace policy overrides.
+
+    defaults:                       # every table, listed or discovered
+      retention: {max_snapshot_age: 5d}
+    namespaces:                     # namespace glob -> policy sections, in file order
+      "raw_*": {thresholds: {minor_file_count: 20}}
+    tables:                         # per-table DAGs; their policy applies in the fleet too
+      - table: db.events
+        thresholds: {minor_file_count: 8}
+    fleets:                         # one fleet DAG each: icefloe_fleet__<iceberg_conn_id>
+      - iceberg_conn_id: iceberg_default
+        include: ["*"]              # namespace globs (fnmatch); a nested namespace is `a.b`
+        exclude: ["tmp_*"]
+        schedule: "@daily"
+        max_tables: 50              # tables maintained per run
+        max_bytes: 2TB              # bytes rewritten per run (estimated from metadata)
+        spark_apps: 4               # Spark applications at once (the pool's slots)
+        pool: icefloe_spark         # the Airflow pool the jobs run in
+
+Policy layers, each overriding the one before: the `MaintenancePolicy` defaults, `defaults`,
+every matching `namespaces` entry in file order, the table's `tables` entry, and finally the
+table's own properties (`icefloe_airflow.fleet.layering`).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from icefloe_airflow.policy import MaintenancePolicy
+from icefloe_airflow.tables_config import (
+    TablesConfigError,
+    default_config_path,
+    parse_tables_config,
+    policy_sections,
+)
+from spark_jobs.specs.grammar import parse_size
+
+_FLEET_KEYS = frozenset(
+    {
+        "iceberg_conn_id",
+        "include",
+        "exclude",
+        "schedule",
+        "max_tables",
+        "max_bytes",
+        "spark_apps",
+        "pool",
+        "conn_id",
+    }
+)
+
+
+@dataclass(frozen=True)
+class Budget:
+    """How much one fleet run may do. `max_bytes` None: no limit on bytes rewritten."""
+
+    max_tables: int = 50
+    max_bytes: int | None = None
+    spark_apps: int = 4
+
+    def __post_init__(self) -> None:
+        if self.max_tables < 0 or self.spark_apps < 1:
+            raise ValueError(f"budget: max_tables >= 0 and spark_apps >= 1, got {self}")
+        if self.max_bytes is not None and self.max_bytes < 0:
+            raise ValueError(f"budget: max_bytes must not be negative, got {self.max_bytes}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "max_tables": self.max_tables,
+            "max_bytes": self.max_bytes,
+            "spark_apps": self.spark_apps,
+        }
+
+
+@dataclass(frozen=True)
+class FleetConfig:
+    """One fleet: a catalog (through its Airflow connection), its namespaces, its budget."""
+
+    iceberg_conn_id: str = "iceberg_default"
+    include: tuple[str, ...] = ("*",)
+    exclude: tuple[str, ...] = ()
+    schedule: str | None = "@daily"
+    budget: Budget = field(default_factory=Budget)
+    pool: str = "icefloe_spark"
+    conn_id: str = "spark_default"
+
+    @property
+    def dag_id(self) -> str:
+        return f"icefloe_fleet__{self.iceberg_conn_id}"
+
+
+@dataclass(frozen=True)
+class PolicyLayers:
+    """The policy values of every config level, kept apart so that they can be layered per
+    table (with its properties on top) at each run."""
+
+    defaults: dict[str, Any] = field(default_factory=dict)
+    namespaces: tuple[tuple[str, dict[str, Any]], ...] = ()
+    tables: dict[str, dict[str, Any]] = field(default_factory=dict)
+    options: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
+
+    def values_for(self, table: str) -> dict[str, Any]:
+        """Defaults, then each namespace glob matching the table's namespace, then the table's
+        own entry: the policy keys before the table's properties."""
+        namespace = table.rpartition(".")[0]
+        values = dict(self.defaults)
+        for pattern, level in self.namespaces:
+            if fnmatch.fnmatchcase(namespace, pattern):
+                values.update(level)
+        values.update(self.tables.get(table, {}))
+        return values
+
+
+@dataclass(frozen=True)
+class FleetSettings:
+    fleets: tuple[FleetConfig, ...] = ()
+    layers: PolicyLayers = field(default_factory=PolicyLayers)
+
+
+def load_fleet_settings(path: str | Path | None = None) -> FleetSettings:
+    """The fleets and policy layers of the tables config (`$ICEFLOE_TABLES_CONFIG`, else
+    `tables.yaml` in the dags folder); TablesConfigError naming the key on any mistake."""
+    source = Path(path) if path is not None else default_config_path()
+    try:
+        document = yaml.safe_load(source.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError) as exc:
+        raise TablesConfigError(f"{source}: cannot read the tables config: {exc}") from exc
+    return parse_fleet_settings(document, str(source))
+
+
+def parse_fleet_settings(document: Any, source: str = "tables config") -> FleetSettings:
+    """The fleet settings of an already-loaded document (checks the `tables` part too)."""
+    tables = parse_tables_config(document, source)
+    if not isinstance(document, Mapping):
+        return FleetSettings(layers=PolicyLayers(options={t.table: t.options for t in tables}))
+    defaults = policy_sections(document.get("defaults") or {}, source, "defaults")
+    namespaces = []
+    for pattern, level in _mapping(document.get("namespaces") or {}, source, "namespaces").items():
+        where = f"namespaces[{pattern!r}]"
+        entry = _mapping(level or {}, source, where)
+        unknown = sorted(set(entry) - {"policy", "thresholds", "retention"})
+        if unknown:
+            raise TablesConfigError(f"{source}: {where}: unknown keys {unknown}")
+        namespaces.append((str(pattern), policy_sections(entry, source, where)))
+    for pattern, level in namespaces:  # a bad key or value is named now, not per table later
+        try:
+            MaintenancePolicy.from_mapping({**defaults, **level})
+        except ValueError as exc:
+            raise TablesConfigError(f"{source}: namespaces[{pattern!r}]: {exc}") from None
+    table_values = {}
+    for index, entry in enumerate(document.get("tables") or []):
+        table_values[entry["table"]] = policy_sections(entry, source, f"tables[{index}]")
+    fleets = document.get("fleets") or []
+    if not isinstance(fleets, list):
+        raise TablesConfigError(f"{source}: fleets: expected a list of fleets")
+    configs = tuple(_fleet(f, source, f"fleets[{i}]") for i, f in enumerate(fleets))
+    ids = [c.dag_id for c in configs]
+    if len(set(ids)) != len(ids):
+        raise TablesConfigError(f"{source}: fleets: one fleet per connection, got {ids}")
+    return FleetSettings(
+        fleets=configs,
+        layers=PolicyLayers(
+            defaults=defaults,
+            namespaces=tuple(namespaces),
+            tables=table_values,
+            options={t.table: t.options for t in tables},
+        ),
+    )
+
+
+def _fleet(entry: Any, source: str, where: str) -> FleetConfig:
+    entry = _mapping(entry, source, where)
+    unknown = sorted(set(entry) - _FLEET_KEYS)
+    if unknown:
+        raise TablesConfigError(
+            f"{source}: {where}: unknown keys {unknown}; known: {sorted(_FLEET_KEYS)}"
+        )
+    try:
+        max_bytes = entry.get("max_bytes")
+        budget = Budget(
+            max_tables=int(entry.get("max_tables", Budget.max_tables)),
+            max_bytes=None if max_bytes is None else parse_size(max_bytes),
+            spark_apps=int(entry.get("spark_apps", Budget.spark_apps)),
+        )
+        return FleetConfig(
+            iceberg_conn_id=str(entry.get("iceberg_conn_id", "iceberg_default")),
+            include=_globs(entry.get("include", ["*"])),
+            exclude=_globs(entry.get("exclude", [])),
+            schedule=entry.get("schedule", "@daily"),
+            budget=budget,
+            pool=str(entry.get("pool", "icefloe_spark")),
+            conn_id=str(entry.get("conn_id", "spark_default")),
+        )
+    except (TypeError, ValueError) as exc:
+        raise TablesConfigError(f"{source}: {where}: {exc}") from None
+
+
+def _globs(value: Any) -> tuple[str, ...]:
+    if isinstance(value, str):
+        return (value,)
+    if not isinstance(value, Sequence) or not all(isinstance(v, str) for v in value):
+        raise ValueError(f"expected a list of namespace globs, got {value!r}")
+    return tuple(value)
+
+
+def _mapping(value: Any, source: str, where: str) -> Mapping[str, Any]:
+    if not isinstance(value, Mapping):
+        raise TablesConfigError(f"{source}: {where}: expected a mapping, got {value!r}")
+    return value

@@ -1,0 +1,114 @@
+"""The fleet DAG: one per fleet of `tables.yaml` (one catalog each), `icefloe_fleet__<conn>`.
+
+    plan -> table[0]: convert_equality_deletes -> rewrite_position_deletes -> ...
+            table[1]: ...                               -> remove_orphan_files
+            ...
+
+`plan` checks every table of the catalog (metadata only, cached; `tasks.plan_fleet`), records
+the checks, sends the metrics and returns the chosen tables in rank order; the `table` task
+group is mapped over them (dynamic task mapping), each running its due jobs in `JOB_ORDER`
+(a job not due skips itself, with the reason), with the per-table DAGs' operators, so each
+job holds the table's maintenance lease and is recorded in the run history. The jobs run in
+the fleet's Airflow pool (its slots: the Spark applications running at once, across every
+DAG using it), and at most `spark_apps` at once per run.
+
+Hand triggers take a form: a namespace filter, a dry run (the chosen tables are mapped and
+every gate says no, with what it would have run), and the budget.
+Nothing here calls the catalog: the file parses in milliseconds whatever the catalog holds.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from airflow.sdk import DAG, Param, get_current_context, task, task_group
+from airflow.sdk import TriggerRule as Rule
+
+from icefloe_airflow.fleet.config import FleetConfig, load_fleet_settings
+from icefloe_airflow.policy import JOB_ORDER
+
+
+def fleet_dag(fleet: FleetConfig) -> DAG:
+    """The DAG of one fleet."""
+    from icefloe_airflow.fleet import tasks  # noqa: PLC0415 - operators load with the DAG
+
+    budget = fleet.budget
+    with DAG(
+        dag_id=fleet.dag_id,
+        description=f"Maintain every table of the {fleet.iceberg_conn_id} catalog, worst first",
+        schedule=fleet.schedule,
+        max_active_runs=1,
+        catchup=False,
+        tags=["icefloe", "iceberg", "fleet"],
+        doc_md=__doc__,
+        params={
+            "namespace": Param(
+                ",".join(fleet.include),
+                type="string",
+                title="Namespaces",
+                description="Namespace globs, comma-separated (a nested namespace is a.b)",
+            ),
+            "dry_run": Param(
+                False, type="boolean", title="Dry run", description="Plan and log only"
+            ),
+            "max_tables": Param(
+                budget.max_tables, type="integer", minimum=0, title="Tables per run"
+            ),
+            "max_bytes": Param(
+                "" if budget.max_bytes is None else str(budget.max_bytes),
+                type="string",
+                title="Bytes rewritten per run",
+                description="e.g. 2TB; empty: no limit",
+            ),
+        },
+    ) as dag:
+
+        @task(task_id="plan")
+        def plan() -> list[dict[str, Any]]:
+            return tasks.plan_fleet(fleet, get_current_context()["params"])
+
+        @task_group(group_id="table")
+        def maintain(  # one argument per job's options: a mapped argument takes no subscript
+            *,
+            table: str,
+            health: dict[str, Any],
+            convert_equality_deletes: dict[str, Any],
+            rewrite_position_deletes: dict[str, Any],
+            rewrite_data_files: dict[str, Any],
+            expire_snapshots: dict[str, Any],
+            remove_orphan_files: dict[str, Any],
+        ) -> None:
+            options = {
+                "convert_equality_deletes": convert_equality_deletes,
+                "rewrite_position_deletes": rewrite_position_deletes,
+                "rewrite_data_files": rewrite_data_files,
+                "expire_snapshots": expire_snapshots,
+                "remove_orphan_files": remove_orphan_files,
+            }
+            previous: Any = None
+            for job in JOB_ORDER:
+                operator = tasks.FLEET_OPERATORS[job](
+                    task_id=job,
+                    table=table,
+                    health=health,
+                    options=options[job],
+                    iceberg_conn_id=fleet.iceberg_conn_id,
+                    conn_id=fleet.conn_id,
+                    pool=fleet.pool,
+                    max_active_tis_per_dagrun=budget.spark_apps,
+                    # A job that is not due skips itself; the next still runs, a failure
+                    # stops the table's chain.
+                    trigger_rule=Rule.NONE_FAILED,
+                    on_failure_callback=tasks.count_failure,
+                )
+                if previous is not None:
+                    previous >> operator
+                previous = operator
+
+        maintain.expand_kwargs(plan())
+    return dag
+
+
+def fleet_dags() -> list[DAG]:
+    """One DAG per fleet of the tables config."""
+    return [fleet_dag(fleet) for fleet in load_fleet_settings().fleets]

@@ -1,0 +1,122 @@
+"""`icefloe run JOB TABLE [job flags]`: one job on one table, as the fleet would run it.
+
+The job is spark-submitted (`spark_jobs/main.py <job>`), like the Airflow operator does, and
+not run inside the `icefloe` process: the same launcher, the same checks and result contract,
+a JVM that goes away with the job, and `--master` to send it to a cluster. Like the operator,
+it holds the table's maintenance lock in the state store (when there is one) and records the
+run there, so a hand-run job and the fleet DAG never work on one table at once and the policy
+sees the run. The catalog URI and secrets travel in the environment, never on spark-submit's
+command line.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Sequence
+from contextlib import ExitStack
+from datetime import timedelta
+from pathlib import Path
+
+from icefloe_airflow.state import MaintenanceStore
+from spark_jobs.specs.argv import CATALOG_URI_ENV, RESULT_FILE_ENV, CatalogArgs
+from spark_jobs.specs.jobs import JOBS
+
+LOCK_TTL = timedelta(minutes=10)
+
+
+def spark_submit() -> str:
+    """`spark-submit` beside this Python (pyspark's), else on PATH."""
+    beside = Path(sys.executable).parent / "spark-submit"
+    found = str(beside) if beside.is_file() else shutil.which("spark-submit")
+    if found is None:
+        raise SystemExit("spark-submit not found: pip install pyspark, or put Spark on PATH")
+    return found
+
+
+def submit_command(
+    job: str,
+    table: str,
+    catalog: CatalogArgs,
+    job_argv: Sequence[str],
+    *,
+    master: str,
+    py_files: str,
+) -> list[str]:
+    """spark-submit's command line: no catalog URI on it (see `job_environment`)."""
+    found = importlib.util.find_spec("spark_jobs")  # its path only: nothing of it is run here
+    if found is None or not found.submodule_search_locations:
+        raise SystemExit("the spark_jobs package is not installed (pip install icefloe)")
+    launcher = Path(next(iter(found.submodule_search_locations))) / "main.py"
+    command = [spark_submit(), "--master", master]
+    if py_files:
+        command += ["--py-files", py_files]
+    command += [str(launcher), job, "--table", table, "--catalog-name", catalog.name]
+    if catalog.type:
+        command += ["--catalog-type", catalog.type]
+    if catalog.warehouse:
+        command += ["--warehouse", catalog.warehouse]
+    for key, value in catalog.properties.items():
+        command += ["--catalog-property", f"{key}={value}"]
+    return [*command, *job_argv]
+
+
+def run_job(
+    job: str,
+    table: str,
+    catalog: CatalogArgs,
+    job_argv: Sequence[str],
+    *,
+    master: str = "local[*]",
+    store: MaintenanceStore | None = None,
+    lock_wait: timedelta = timedelta(hours=1),
+) -> int:
+    """Run the job; its exit status. Output goes straight to this terminal (the job's last
+    stdout line is its JSON result)."""
+    if job not in JOBS:
+        raise SystemExit(f"unknown job {job!r}; the jobs are: {', '.join(JOBS)}")
+    env = {**os.environ, "PYSPARK_PYTHON": os.environ.get("PYSPARK_PYTHON", sys.executable)}
+    if catalog.uri:
+        env[CATALOG_URI_ENV] = catalog.uri
+    with ExitStack() as stack:
+        directory = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="icefloe-")))
+        env[RESULT_FILE_ENV] = str(directory / "result.json")
+        py_files = ""
+        if not master.startswith("local"):  # executors elsewhere need icecore + spark_jobs
+            from spark_jobs.common.packaging import build_zip  # noqa: PLC0415
+
+            py_files = str(build_zip(directory / "icefloe.zip"))
+        command = submit_command(job, table, catalog, job_argv, master=master, py_files=py_files)
+        if store is None or not JOBS[job].maintenance:
+            return subprocess.run(command, env=env, check=False).returncode
+        owner = f"icefloe-cli/{os.getpid()}@{os.uname().nodename}"
+        stack.enter_context(store.lock(table, owner, ttl=LOCK_TTL, wait=lock_wait, poll=5.0))
+        run_pk = store.start_run(
+            table, job, dag_id=None, run_id=None, task_id=None, try_number=None
+        )
+        try:
+            code = subprocess.run(command, env=env, check=False).returncode
+        except BaseException as exc:
+            store.finish_run(run_pk, state="failed", error=f"{type(exc).__name__}: {exc}")
+            raise
+        outcome = _outcome(directory / "result.json")
+        if code == 0 and isinstance(outcome.get("result"), dict):
+            store.finish_run(run_pk, state="success", result=outcome["result"])
+        else:
+            cause = outcome.get("cause") or f"spark-submit exited with {code}"
+            store.finish_run(run_pk, state="failed", error=str(cause))
+        return code
+
+
+def _outcome(path: Path) -> dict[str, object]:
+    """The job's `{"result": ...}` or `{"cause": ...}` (`RESULT_FILE_ENV`); {} if none."""
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return value if isinstance(value, dict) else {}

@@ -1,0 +1,69 @@
+"""The fleet DAG heals real tables: two small tables written by the ingestion job (small
+files, equality and position deletes), the fleet DAG run by `dag.test()` with real
+spark-submits of the due jobs; afterwards nothing is due and the rows are the same."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pyspark.sql import SparkSession
+
+from icecore.catalog import Catalog, catalog_from_settings
+from tests.airflow.conftest import state_store_uri
+from tests.airflow.tables import ingest_cdc, spark_conf_dir, table_rows  # noqa: F401 - fixture
+from tests.support.fleet_catalog import record_orphan_runs
+
+pytestmark = pytest.mark.usefixtures("airflow_db", "spark_conf_dir")
+TABLES = ("db.alpha", "db.beta")
+
+
+def test_the_fleet_dag_heals_two_tables(
+    spark: SparkSession,
+    iceberg_connection: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    run_dag: Any,
+) -> None:
+    catalog: Catalog = catalog_from_settings(warehouse=str(iceberg_connection))
+    for seed, table in enumerate(TABLES, start=3):
+        ingest_cdc(spark, catalog, table, 3, size=30, seed=seed)
+    rows = {t: table_rows(catalog.load_table(t)) for t in TABLES}
+    # Orphans were removed an hour ago (two spark-submits fewer): compaction is what is due.
+    hour_ago = int(time.time() * 1000) - 3_600_000
+    record_orphan_runs(state_store_uri(iceberg_connection.parent), list(TABLES), hour_ago)
+    config = tmp_path / "tables.yaml"
+    config.write_text(
+        "defaults: {thresholds: {minor_file_count: 2}}\n"
+        "fleets:\n  - iceberg_conn_id: iceberg_default\n    max_tables: 5\n"
+    )
+    monkeypatch.setenv("ICEFLOE_TABLES_CONFIG", str(config))
+    monkeypatch.setenv("ICEFLOE_CACHE_DIR", str(tmp_path / "cache"))
+    from icefloe_airflow.fleet.cache import HealthCache  # noqa: PLC0415
+    from icefloe_airflow.fleet.config import load_fleet_settings  # noqa: PLC0415
+    from icefloe_airflow.fleet.dag import fleet_dag  # noqa: PLC0415
+    from icefloe_airflow.fleet.survey import survey  # noqa: PLC0415
+
+    settings = load_fleet_settings()
+    before = survey(catalog, settings.layers, cache=HealthCache(tmp_path / "cache"))
+    assert {c.table for c in before.ranked} == set(TABLES)
+
+    run = run_dag(fleet_dag(settings.fleets[0]))
+
+    states = {(ti.task_id, ti.map_index): str(ti.state) for ti in run.get_task_instances()}
+    assert "failed" not in states.values(), states
+    ran = {(task, index) for (task, index), state in states.items() if state == "success"}
+    assert ("table.rewrite_data_files", 0) in ran and ("table.rewrite_data_files", 1) in ran
+    assert states[("table.remove_orphan_files", 0)] == "skipped"  # ran an hour ago
+    catalog.close()
+    catalog = catalog_from_settings(warehouse=str(iceberg_connection))
+    after = survey(catalog, settings.layers, cache=HealthCache(tmp_path / "cache"))
+    compaction = {"convert_equality_deletes", "rewrite_position_deletes", "rewrite_data_files"}
+    for check in after.checks:
+        assert not {d.job for d in check.due} & compaction, check.due
+        assert check.report is not None and check.report.totals.equality_deletes.files == 0
+    for table in TABLES:
+        assert table_rows(catalog.load_table(table)) == rows[table]
+    catalog.close()

@@ -1,0 +1,105 @@
+"""A table's policy in the fleet: defaults, then namespaces, then its tables.yaml entry, then
+its own properties; the fleets' budgets; mistakes named, per table or per config key."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from icefloe_airflow.fleet.config import Budget, parse_fleet_settings
+from icefloe_airflow.fleet.discovery import namespace_matches
+from icefloe_airflow.fleet.layering import PolicyError, table_policy
+from icefloe_airflow.tables_config import TablesConfigError
+
+DOCUMENT = {
+    "defaults": {"thresholds": {"minor_file_count": 20}, "retention": {"retain_last": 2}},
+    "namespaces": {
+        "raw_*": {"thresholds": {"minor_file_count": 30, "major_delete_ratio": "20%"}},
+        "raw_events": {"retention": {"max_snapshot_age": "2d"}},
+    },
+    "tables": [
+        {"table": "raw_events.clicks", "schedule": None, "thresholds": {"minor_file_count": 8}}
+    ],
+    "fleets": [
+        {
+            "iceberg_conn_id": "lake",
+            "include": ["raw_*", "gold"],
+            "exclude": ["raw_tmp"],
+            "max_tables": 3,
+            "max_bytes": "2TB",
+            "spark_apps": 2,
+        }
+    ],
+}
+
+
+def test_layers_apply_in_order() -> None:
+    layers = parse_fleet_settings(DOCUMENT).layers
+    assert layers.values_for("gold.orders") == {"minor_file_count": 20, "retain_last": 2}
+    assert layers.values_for("raw_events.views") == {
+        "minor_file_count": 30,
+        "major_delete_ratio": "20%",
+        "retain_last": 2,
+        "max_snapshot_age": "2d",
+    }
+    clicks = layers.values_for("raw_events.clicks")
+    assert clicks["minor_file_count"] == 8 and clicks["max_snapshot_age"] == "2d"
+
+    # The table's properties have the last word.
+    resolved = table_policy(
+        clicks,
+        {
+            "icefloe.minor.file-count": "4",
+            "icefloe.expire.max-snapshot-age": "12h",
+            "icefloe.target-file-size-bytes": "128MB",
+            "icefloe.job": "rewrite_data_files",  # written by the jobs: not policy
+        },
+    )
+    assert resolved.enabled
+    assert resolved.policy.minor_file_count == 4
+    assert resolved.policy.major_delete_ratio == 0.2
+    assert resolved.policy.max_snapshot_age == timedelta(hours=12)
+    assert resolved.policy.target_file_size_bytes == 128 * 1024 * 1024
+    assert resolved.policy.retain_last == 2
+    assert not table_policy({}, {"icefloe.maintenance.enabled": "FALSE"}).enabled
+
+
+@pytest.mark.parametrize(
+    ("properties", "named"),
+    [
+        ({"icefloe.maintenance.enabled": "no"}, "icefloe.maintenance.enabled"),
+        ({"icefloe.minor.file-cout": "4"}, "icefloe.minor.file-cout"),
+        ({"icefloe.minor.file-count": "many"}, "icefloe.minor.file-count"),
+        ({"icefloe.minor.file-count": "0"}, "icefloe.minor.file-count"),
+        ({"icefloe.expire.max-snapshot-age": "5"}, "max_snapshot_age"),
+    ],
+)
+def test_a_bad_property_is_an_error_of_that_table(properties: dict[str, str], named: str) -> None:
+    with pytest.raises(PolicyError, match=named.replace(".", r"\.")):
+        table_policy({}, properties)
+
+
+def test_fleets_and_their_budget() -> None:
+    (fleet,) = parse_fleet_settings(DOCUMENT).fleets
+    assert fleet.dag_id == "icefloe_fleet__lake"
+    assert fleet.budget == Budget(max_tables=3, max_bytes=2 * 1024**4, spark_apps=2)
+    assert namespace_matches("raw_events", fleet.include, fleet.exclude)
+    assert namespace_matches("gold", fleet.include, fleet.exclude)
+    assert not namespace_matches("raw_tmp", fleet.include, fleet.exclude)
+    assert not namespace_matches("silver", fleet.include, fleet.exclude)
+    assert namespace_matches("a.b", ("a.*",))
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"fleets": [{"iceberg_conn_id": "x", "max_tabels": 3}]}, "unknown keys"),
+        ({"fleets": [{"max_bytes": "lots"}]}, r"fleets\[0\]"),
+        ({"fleets": [{}, {}]}, "one fleet per connection"),
+        ({"namespaces": {"raw": {"policy": {"minor_file_count": 1}, "schedule": "@daily"}}}, "raw"),
+        ({"namespaces": {"raw": {"policy": {"nope": 1}}}}, r"namespaces\['raw'\].*nope"),
+    ],
+)
+def test_config_mistakes_are_named(change: dict[str, object], message: str) -> None:
+    with pytest.raises(TablesConfigError, match=message):
+        parse_fleet_settings({**DOCUMENT, **change})
