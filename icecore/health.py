@@ -39,6 +39,7 @@ turns into DVs.
 from __future__ import annotations
 
 import time
+from bisect import bisect_left
 from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -54,6 +55,10 @@ from icecore.spec.metadata import TableMetadata
 from icecore.spec.snapshots import Snapshot
 
 TARGET_FILE_SIZE = ("write.target-file-size-bytes", 512 * 1024 * 1024)
+_MIB = 1024 * 1024
+# Upper bounds of the data-file size histogram (the last bucket holds everything larger): the
+# sizes a reader pays an open for, from the tiny files of streaming writers to the target.
+SIZE_BUCKETS = (1 * _MIB, 8 * _MIB, 32 * _MIB, 128 * _MIB, 512 * _MIB)
 DEFAULT_SMALL_FILE_FRACTION = 0.75
 
 PartitionKey = tuple[int, tuple[Any, ...]]  # (spec id, partition tuple)
@@ -182,6 +187,8 @@ class HealthReport:
     totals: FileHealth
     partitions: list[PartitionHealth]
     format_version: int = 2  # v3: position delete files are legacy (DVs replace them)
+    # Live data files per size bucket: `SIZE_BUCKETS`, then the files above the last bound.
+    size_histogram: list[int] = field(default_factory=lambda: [0] * (len(SIZE_BUCKETS) + 1))
 
     @property
     def oldest_snapshot_age_ms(self) -> int | None:
@@ -216,7 +223,13 @@ class HealthReport:
             "delete_manifests": self.delete_manifests,
             "totals": self.totals.to_dict(),
             "partitions": [p.to_dict() for p in self.partitions],
+            "size_histogram": self.size_histogram_bounds(),
         }
+
+    def size_histogram_bounds(self) -> list[list[int | None]]:
+        """`[[upper bound in bytes, files], ...]`, the last bound None (no upper bound)."""
+        bounds: list[int | None] = [*SIZE_BUCKETS, None]
+        return [[b, n] for b, n in zip(bounds, self.size_histogram, strict=True)]
 
 
 def _age(now_ms: int, timestamp_ms: int | None) -> int | None:
@@ -287,6 +300,7 @@ def table_health(
         totals=totals,
         partitions=partitions,
         format_version=metadata.format_version,
+        size_histogram=accumulator.size_histogram,
     )
 
 
@@ -337,6 +351,7 @@ class _Accumulator:
         self._pos_partition: list[_PendingDelete] = []
         self._eq_partition: list[_PendingDelete] = []
         self._eq_global: list[_PendingDelete] = []
+        self.size_histogram = [0] * (len(SIZE_BUCKETS) + 1)
 
     def add_delete(self, entry: ManifestEntry) -> None:
         delete_file = entry.data_file
@@ -370,6 +385,7 @@ class _Accumulator:
         key = (data_file.spec_id, data_file.partition)
         health = self._partitions[key]
         health.data.add(data_file)
+        self.size_histogram[bisect_left(SIZE_BUCKETS, data_file.file_size_in_bytes)] += 1
         if data_file.file_size_in_bytes < self._small_threshold:
             health.small_data.add(data_file)
         if seq < self._min_data_seq.get(key, seq + 1):

@@ -108,7 +108,7 @@ def test_a_new_table_is_picked_and_a_disabled_one_never_runs(
 
     # Every check of both runs is in the health history, the disabled tables' too.
     engine = create_engine(state_store_uri(iceberg_connection.parent))
-    from icefloe_airflow.fleet.history import HEALTH_CHECKS  # noqa: PLC0415
+    from icefloe_airflow.health_history import HEALTH_CHECKS  # noqa: PLC0415
 
     with engine.connect() as conn:
         rows = conn.execute(
@@ -123,8 +123,8 @@ def test_a_new_table_is_picked_and_a_disabled_one_never_runs(
     counts = dict(rows)
     assert len(counts) == 101 and counts["ns03.fresh"] == 1
     assert {n for t, n in counts.items() if t != "ns03.fresh"} == {2}
-    assert disabled_row is not None and disabled_row.due_json == "[]"
-    assert '"enabled": false' in disabled_row.inputs_json
+    assert disabled_row is not None and disabled_row.due_json == []
+    assert disabled_row.inputs_json["enabled"] is False
 
 
 class StatsdListener:

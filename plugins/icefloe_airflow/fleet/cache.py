@@ -22,12 +22,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from icecore.health import _STATS, FileHealth, FileStats, HealthReport, PartitionHealth
+from icecore.health import (
+    _STATS,
+    SIZE_BUCKETS,
+    FileHealth,
+    FileStats,
+    HealthReport,
+    PartitionHealth,
+)
+
+_BUCKETS = len(SIZE_BUCKETS) + 1
 
 CACHE_DIR_ENV = "ICEFLOE_CACHE_DIR"
 CACHE_FILE = "fleet-health.sqlite"
 # Bump when the stored report's shape changes: older rows are then ignored.
-CACHE_VERSION = 1
+CACHE_VERSION = 2
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS health_cache (
     catalog_key TEXT NOT NULL,
@@ -169,4 +178,5 @@ def report_from_dict(values: Mapping[str, Any], now_ms: int) -> HealthReport:
         totals=_file_health(values["totals"], FileHealth()),
         partitions=partitions,
         format_version=values["format_version"],
+        size_histogram=[n for _, n in values.get("size_histogram") or ()] or [0] * _BUCKETS,
     )

@@ -19,9 +19,9 @@ from icefloe_airflow.fleet.cache import HealthCache
 from icefloe_airflow.fleet.checking import DEFAULT_THREADS, TableCheck, check_tables
 from icefloe_airflow.fleet.config import PolicyLayers
 from icefloe_airflow.fleet.discovery import DiscoveredTable, discover, select_tables
-from icefloe_airflow.fleet.health import HealthCheck
 from icefloe_airflow.fleet.ranking import Candidate, benefit, candidates, rewrite_bytes
 from icefloe_airflow.fleet.runs import last_maintained, last_successes
+from icefloe_airflow.health_history import HealthCheck, record_checks
 from icefloe_airflow.policy import health_summary
 from icefloe_airflow.state import MaintenanceStore
 
@@ -69,7 +69,7 @@ def survey(
     first = history.first_checked(store.engine, store.catalog_name) if store is not None else {}
     ranked = candidates(checks, last_maintained(successes), first, now)
     if store is not None and record:
-        history.record(store.engine, store.catalog_name, health_checks(checks, now))
+        record_checks(store.engine, store.catalog_name, health_checks(checks, now))
     return Survey(catalog.name, now, checks, ranked)
 
 
@@ -84,6 +84,16 @@ def check_inputs(check: TableCheck) -> dict[str, Any]:
     }
     if check.report is not None and check.policy is not None:
         jobs = [d.job for d in check.due]
+        totals = check.report.totals
+        deletes = (totals.position_deletes, totals.equality_deletes, totals.deletion_vectors)
+        # The keys the UI's charts and sorts read (`health_history`).
+        inputs["data_files"] = totals.data.files
+        inputs["small_files"] = totals.small_data.files
+        inputs["total_bytes"] = totals.data.bytes
+        inputs["delete_files"] = sum(d.files for d in deletes)
+        inputs["delete_records"] = sum(d.records for d in deletes)
+        inputs["equality_deletes"] = totals.equality_deletes.files
+        inputs["size_histogram"] = check.report.size_histogram_bounds()
         inputs["health"] = health_summary(check.report)
         inputs["policy"] = check.policy.to_dict()
         inputs["benefit"] = round(benefit(check.report, check.policy, jobs), 3)
@@ -96,7 +106,7 @@ def health_checks(checks: Sequence[TableCheck], now: datetime) -> list[HealthChe
     return [
         HealthCheck(
             table=c.table,
-            checked_at=now,
+            checked_at_ms=int(now.timestamp() * 1000),
             metadata_location=c.metadata_location,
             score=float(c.score if c.score is not None else 0),
             due=[d.job for d in c.due],
