@@ -393,3 +393,22 @@ def test_random_histories_agree_with_planning(tmp_path: Path, seed: int) -> None
         assert report.totals.position_deletes.files + report.totals.equality_deletes.files == len(
             live_deletes
         )
+
+
+def test_size_histogram_counts_live_data_files_by_size(tmp_path: Path) -> None:
+    """Buckets are upper bounds, inclusive (a file of exactly 1 MiB is in the first); the last
+    bucket holds what is above 512 MiB. Metadata only: the sizes are the manifests'."""
+    mib = 1024 * 1024
+    t = new_table(tmp_path)
+    base = t.write_data(rows("a", 1), name="s0")
+    sizes = [10, mib, mib + 1, 8 * mib, 100 * mib, 600 * mib]
+    files = [
+        dataclasses.replace(base, file_path=f"{base.file_path}.{i}", file_size_in_bytes=size)
+        for i, size in enumerate(sizes)
+    ]
+    t.commit(add=files)
+    t.commit(add=[], remove=[files[2]])  # only live files count
+    report = health(t)
+    expected = [[mib, 2], [8 * mib, 1], [32 * mib, 0], [128 * mib, 1], [512 * mib, 0], [None, 1]]
+    assert report.size_histogram_bounds() == expected
+    assert report.to_dict()["size_histogram"] == expected

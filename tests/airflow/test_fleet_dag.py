@@ -119,7 +119,15 @@ def test_a_new_table_is_picked_and_a_disabled_one_never_runs(
                 HEALTH_CHECKS.c.table_name == disabled[0]
             )
         ).first()
+        fresh = conn.execute(
+            select(HEALTH_CHECKS.c.inputs_json).where(HEALTH_CHECKS.c.table_name == "ns03.fresh")
+        ).scalar_one()
     engine.dispose()
+    # What the UI's sorts and charts read: the histogram covers every data file.
+    assert fresh["data_files"] == fresh["small_files"] == 12 + 48  # of 1 MiB each
+    assert fresh["total_bytes"] == 60 * 1024 * 1024
+    assert fresh["size_histogram"][0] == [1024 * 1024, 60]
+    assert sum(n for _, n in fresh["size_histogram"]) == 60
     counts = dict(rows)
     assert len(counts) == 101 and counts["ns03.fresh"] == 1
     assert {n for t, n in counts.items() if t != "ns03.fresh"} == {2}
