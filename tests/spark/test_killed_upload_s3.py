@@ -24,10 +24,8 @@ from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
-import pyarrow as pa
 import pytest
 from icefloe_airflow.results import SENTENCES
-from pyiceberg.table import StaticTable
 from pyspark.sql import SparkSession
 
 from icecore.catalog import SqlCatalog
@@ -39,7 +37,7 @@ from spark_jobs.rewrite_data_files import run as rewrite_data_files
 from spark_jobs.specs.argv import CATALOG_PROPERTIES_ENV
 from spark_jobs.specs.jobs import IngestOptions, RemoveOrphanFilesOptions, RewriteDataFilesOptions
 from tests.spark.submit import submit_command
-from tests.support.batches import SOURCE
+from tests.support.batches import SOURCE, pyiceberg_rows
 from tests.support.objectstores import ObjectStore
 from tests.support.reader import scan_rows
 from tests.support.throttle_proxy import Request, ThrottleProxy
@@ -63,14 +61,6 @@ def _batch(first: int) -> list[tuple[int, str, dt.datetime, str]]:
 def _expected(batches: list[list[tuple[int, str, dt.datetime, str]]]) -> Rows:
     micros = (TS - dt.datetime(1970, 1, 1)) // dt.timedelta(microseconds=1)
     return Counter((k, v, micros) for rows in batches for k, v, _, _ in rows)
-
-
-def _pyiceberg_rows(table: Table, properties: dict[str, str]) -> Rows:
-    assert table.metadata_location is not None
-    arrow = StaticTable.from_metadata(table.metadata_location, properties).scan().to_arrow()
-    ts = arrow.column("ts").cast(pa.int64()).to_pylist()
-    ids, values = arrow.column("id").to_pylist(), arrow.column("v").to_pylist()
-    return Counter(zip(ids, values, ts, strict=True))
 
 
 def _icecore_rows(table: Table) -> Rows:
@@ -127,7 +117,7 @@ def test_a_job_killed_mid_upload_leaves_the_s3_table_as_it_was(
             assert ingest(spark, catalog, options, source=frame)["status"] == "committed"
         expected = _expected(batches)
         before = catalog.load_table(TABLE)
-        assert _pyiceberg_rows(before, s3_store.properties) == expected
+        assert pyiceberg_rows(before, s3_store.properties) == expected
         objects = _objects(before)
         location = before.metadata.location
         table_prefix = location.removeprefix(f"{root}/") + "/"
@@ -160,7 +150,7 @@ def test_a_job_killed_mid_upload_leaves_the_s3_table_as_it_was(
         after = catalog.load_table(TABLE)
         assert after.metadata_location == before.metadata_location
         assert after.metadata.snapshots == before.metadata.snapshots
-        assert _pyiceberg_rows(after, s3_store.properties) == expected
+        assert pyiceberg_rows(after, s3_store.properties) == expected
         assert _icecore_rows(after) == expected
         assert _objects(after) == objects  # nothing added, nothing lost or truncated
         # Every file the metadata references is there whole (a SQL catalog writes no
@@ -204,7 +194,7 @@ def test_a_job_killed_mid_upload_leaves_the_s3_table_as_it_was(
         rewrite_data_files(spark, catalog, RewriteDataFilesOptions(table=TABLE, rewrite_all=True))
         finished = catalog.load_table(TABLE)
         assert finished.metadata.current_snapshot_id != before.metadata.current_snapshot_id
-        assert _pyiceberg_rows(finished, s3_store.properties) == expected
+        assert pyiceberg_rows(finished, s3_store.properties) == expected
         [task] = list(finished.scan().plan_files())
         assert task.file.file_size_in_bytes > PART
         assert _uploads(s3_store, bucket, table_prefix) == []

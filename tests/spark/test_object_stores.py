@@ -15,9 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import urlsplit
 
-import pyarrow as pa
 import pytest
-from pyiceberg.table import StaticTable
 from pyspark.sql import SparkSession
 
 from icecore.catalog import SqlCatalog
@@ -34,18 +32,10 @@ from spark_jobs.specs.jobs import (
     RewriteDataFilesOptions,
     RewritePositionDeletesOptions,
 )
-from tests.support.batches import Model, Rows, batch, feed
+from tests.support.batches import Model, Rows, batch, feed, pyiceberg_rows
 from tests.support.duckdb import connect, extension_path
 from tests.support.objectstores import AZURITE_ACCOUNT, AZURITE_KEY, ObjectStore
 from tests.support.reader import scan_rows
-
-
-def _pyiceberg_rows(table: Table, properties: dict[str, str]) -> Rows:
-    assert table.metadata_location is not None
-    arrow = StaticTable.from_metadata(table.metadata_location, properties).scan().to_arrow()
-    ts = arrow.column("ts").cast(pa.int64()).to_pylist()
-    ids, values = arrow.column("id").to_pylist(), arrow.column("v").to_pylist()
-    return Counter(zip(ids, values, ts, strict=True))
 
 
 def _pyiceberg_properties(store: ObjectStore) -> dict[str, str]:
@@ -136,7 +126,7 @@ def test_every_job_and_ingestion_mode_on_s3(
     convert_equality_deletes(spark, catalog, ConvertEqualityDeletesOptions(table=table_name))
     table = catalog.load_table(table_name)
     assert table.health().totals.equality_deletes.files == 0
-    assert _pyiceberg_rows(table, s3_store.properties) == model.counter()
+    assert pyiceberg_rows(table, s3_store.properties) == model.counter()
 
     rewrite_position_deletes(
         spark, catalog, RewritePositionDeletesOptions(table=table_name, rewrite_all=True)
@@ -144,7 +134,7 @@ def test_every_job_and_ingestion_mode_on_s3(
     rewrite_data_files(spark, catalog, RewriteDataFilesOptions(table=table_name, rewrite_all=True))
     table = catalog.load_table(table_name)
     assert table.health().totals.position_deletes.files == 0
-    assert _pyiceberg_rows(table, s3_store.properties) == model.counter()
+    assert pyiceberg_rows(table, s3_store.properties) == model.counter()
     assert _duckdb_rows(table, s3_store) == model.counter()
 
     # A sibling table whose location shares the prefix `<wh>/db/t` (S3 lists raw prefixes).
@@ -170,10 +160,10 @@ def test_every_job_and_ingestion_mode_on_s3(
     assert removed["deleted_files_count"] == 1
     assert not table.io.exists(orphan)
     table = catalog.load_table(table_name)
-    assert _pyiceberg_rows(table, s3_store.properties) == model.counter()
+    assert pyiceberg_rows(table, s3_store.properties) == model.counter()
     assert _duckdb_rows(table, s3_store) == model.counter()
     other = catalog.load_table(sibling)
-    assert _pyiceberg_rows(other, s3_store.properties) == sibling_model.counter()
+    assert pyiceberg_rows(other, s3_store.properties) == sibling_model.counter()
 
 
 @pytest.mark.parametrize("store_name", ["gcs_store", "azure_store"])
@@ -200,6 +190,6 @@ def test_ingest_compact_and_remove_orphans(
         assert not table.io.exists(orphan)
         table = catalog.load_table("db.t")
         assert _icecore_rows(table) == model.counter()
-        assert _pyiceberg_rows(table, _pyiceberg_properties(store)) == model.counter()
+        assert pyiceberg_rows(table, _pyiceberg_properties(store)) == model.counter()
     finally:
         catalog.close()

@@ -8,9 +8,12 @@ import datetime as dt
 from collections import Counter
 from typing import Any
 
+import pyarrow as pa
+from pyiceberg.table import StaticTable
 from pyspark.sql import SparkSession
 
 from icecore.catalog import Catalog
+from icecore.table import Table
 from spark_jobs.ingest import run as ingest
 from spark_jobs.specs.jobs import IngestOptions
 
@@ -74,3 +77,12 @@ def feed(
     )
     assert ingest(spark, catalog, options, source=frame)["status"] == "committed"
     model.apply(mode, rows)
+
+
+def pyiceberg_rows(table: Table, properties: dict[str, str]) -> Rows:
+    """The (id, v, ts) rows of a `batch` table as PyIceberg reads them (ts as epoch micros)."""
+    assert table.metadata_location is not None
+    arrow = StaticTable.from_metadata(table.metadata_location, properties).scan().to_arrow()
+    ts = arrow.column("ts").cast(pa.int64()).to_pylist()
+    ids, values = arrow.column("id").to_pylist(), arrow.column("v").to_pylist()
+    return Counter(zip(ids, values, ts, strict=True))
