@@ -82,7 +82,14 @@ def stack(airflow_db: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterato
         {"conn_type": "icefloe", "extra": {"warehouse": str(warehouse), "catalog_name": "default"}}
     )
     config = warehouse.parent / "tables.yaml"
-    config.write_text(json.dumps({"tables": [{"table": "db.events", "schedule": None}]}))
+    config.write_text(
+        json.dumps(
+            {
+                "tables": [{"table": "db.events", "schedule": None}],
+                "fleets": [{"iceberg_conn_id": "iceberg_default", "schedule": None}],
+            }
+        )
+    )
     env = {
         **os.environ,
         "AIRFLOW_CONN_ICEBERG_DEFAULT": connection,
@@ -110,7 +117,7 @@ def trigger_with_form(stack: Stack, dag_id: str, fields: dict[str, Any], shot: s
     page.goto(f"{server.base_url}/dags/{dag_id}")
     page.get_by_role("button", name="Trigger").first.click()
     dialog = page.get_by_role("dialog")
-    dialog.locator("#element_table").wait_for()
+    dialog.locator(f"#element_{next(iter(fields))}").wait_for()
     for name, value in fields.items():
         if isinstance(value, bool):
             box = dialog.locator(f"input[name=element_{name}]")
@@ -282,3 +289,26 @@ def test_run_now_from_the_iceberg_page(stack: Stack) -> None:
     assert run["conf"] == {"table": "db.events"}
     assert run["note"] == "db.events · convert_equality_deletes (Iceberg page)"
     assert run_id.startswith("manual__db.events__")  # the run list shows run ids
+
+
+def test_the_fleet_form_plans_a_dry_run_and_refuses_a_bad_budget(stack: Stack) -> None:
+    """The fleet DAG's hand trigger: a namespace and a budget typed with its unit plan a dry
+    run that names the due table and runs no job; a budget in words is refused naming the
+    field, before any table is read."""
+    dag_id = "icefloe_fleet__iceberg_default"
+    stack.server.wait_for_dag(dag_id)
+    pool = stack.server.post("/api/v2/pools", json={"name": "icefloe_spark", "slots": 2})
+    assert pool.status_code in (201, 409), pool.text
+    fields = {"namespace": "db", "max_bytes": "2TB", "dry_run": True}
+    run_id = trigger_with_form(stack, dag_id, fields, "fleet")
+    run = stack.server.wait_for_dag_run(dag_id, run_id, timeout=300)
+    log = stack.server.task_log(dag_id, run_id, "plan")
+    assert run["state"] == "success", log[-3000:]
+    assert "#1 db.events" in log and "dry run" in log
+    assert "'max_bytes': 2199023255552" in log  # 2TB, as the budget the run used
+
+    run_id = trigger_with_form(stack, dag_id, {"max_bytes": "2 terabytes"}, "fleet-refused")
+    run = stack.server.wait_for_dag_run(dag_id, run_id, timeout=300)
+    log = stack.server.task_log(dag_id, run_id, "plan")
+    assert run["state"] == "failed"
+    assert '"Bytes rewritten per run": expected a size such as' in log, log[-3000:]

@@ -54,9 +54,9 @@ def fleet_dag(fleet: FleetConfig) -> DAG:
             "max_tables": Param(
                 budget.max_tables, type="integer", minimum=0, title="Tables per run"
             ),
-            "max_bytes": Param(
-                "" if budget.max_bytes is None else str(budget.max_bytes),
-                type="string",
+            "max_bytes": Param(  # optional: empty is no limit
+                None if budget.max_bytes is None else str(budget.max_bytes),
+                type=["null", "string"],
                 title="Bytes rewritten per run",
                 description="e.g. 2TB; empty: no limit",
             ),

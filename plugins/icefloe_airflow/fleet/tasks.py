@@ -28,9 +28,13 @@ def run_budget(fleet: FleetConfig, params: Mapping[str, Any]) -> Budget:
     """The configured budget, overridden by a hand trigger's form."""
     max_tables = params.get("max_tables")
     max_bytes = params.get("max_bytes")
+    try:
+        limit = parse_size(max_bytes) if max_bytes not in (None, "") else fleet.budget.max_bytes
+    except ValueError as exc:  # named as the trigger form shows the field
+        raise ValueError(f'"Bytes rewritten per run": {exc}') from None
     return Budget(
         max_tables=fleet.budget.max_tables if max_tables is None else int(max_tables),
-        max_bytes=parse_size(max_bytes) if max_bytes not in (None, "") else fleet.budget.max_bytes,
+        max_bytes=limit,
         spark_apps=fleet.budget.spark_apps,
     )
 
