@@ -21,7 +21,11 @@ import pytest
 
 from icecore.data.arrow_schema import arrow_schema
 from icecore.io import FileIO
+from icecore.scan import FileScanTask
+from icecore.spec.manifest import DataFile, FileContent, FileFormat
+from icecore.spec.schema import Schema
 from icecore.spec.types import IntegerType, LongType, NestedField, StringType, UUIDType
+from spark_jobs.common.errors import JobError
 from spark_jobs.reading.live_batches import (
     EQUALITY,
     POSITION,
@@ -29,7 +33,8 @@ from spark_jobs.reading.live_batches import (
     DeleteRef,
     LiveBatches,
 )
-from spark_jobs.rewrite_data_files.in_tasks import _prefetched
+from spark_jobs.rewrite_data_files.in_tasks import _prefetched, rewrite_in_tasks
+from spark_jobs.rewrite_data_files.plan import FileGroup
 from spark_jobs.writing.files import LAST_UPDATED_SEQUENCE_NUMBER, POSITION_DELETE_SCHEMA, ROW_ID
 
 FIELDS = [
@@ -186,3 +191,29 @@ def test_prefetched_reading_keeps_order_errors_and_stops_with_the_writer() -> No
     assert settled <= 5
     threading.Event().wait(0.3)
     assert len(produced) == settled
+
+
+@pytest.mark.parametrize(("ids", "message"), [((), "has no equality ids"), ((9,), "not top-level")])
+def test_equality_keys_the_tasks_cannot_read_are_refused_before_spark(
+    ids: tuple[int, ...], message: str
+) -> None:
+    """A key column nested in a struct (or none at all) is refused in the driver with the
+    delete file's name, before any task would fail on it."""
+    data = DataFile("s3://b/t/data/a.parquet", FileFormat.PARQUET, (), 10, 1_000)
+    delete = DataFile(
+        "s3://b/t/data/eq.parquet", FileFormat.PARQUET, (), 1, 100,
+        content=FileContent.EQUALITY_DELETES, equality_ids=list(ids),
+    )  # fmt: skip
+    group = FileGroup(0, 0, (), [FileScanTask(data, 1, (delete,))])
+    schema = Schema(tuple(FIELDS))
+    with pytest.raises(JobError, match=rf"eq\.parquet.*{message}|{message}.*eq\.parquet"):
+        rewrite_in_tasks(
+            None,  # type: ignore[arg-type] - refused before Spark is used
+            [group],
+            run=None,  # type: ignore[arg-type]
+            file_set=None,  # type: ignore[arg-type]
+            table_schema=schema,
+            output_files={0: 1},
+            max_records=None,
+            lineage=False,
+        )

@@ -39,8 +39,10 @@ from pyspark.sql import SparkSession
 from icecore.spec.manifest import DataFile, FileContent
 from icecore.spec.schema import Schema
 from icecore.spec.types import NestedField
+from spark_jobs.common.errors import JobError
 from spark_jobs.common.worker import cheap_cache_invalidation, worker_io
 from spark_jobs.reading.live_batches import DV, EQUALITY, POSITION, DataRef, DeleteRef, LiveBatches
+from spark_jobs.reading.live_files import top_level_fields
 from spark_jobs.reading.live_rows import delete_key
 from spark_jobs.rewrite_data_files.plan import FileGroup
 from spark_jobs.writing.arrow_files import TaskWriter, WritePlan, kept_files, written_batch
@@ -64,6 +66,11 @@ def rewrite_in_tasks(
 ) -> list[str]:
     """Rewrite `groups` (each into `output_files[index]` files) into `file_set` of `run`; the
     locations of the files written."""
+    for d in {d.file_path: d for g in groups for d in g.delete_files}.values():
+        if d.content == FileContent.EQUALITY_DELETES:  # refused here, not as a task's KeyError
+            if not d.equality_ids:
+                raise JobError(f"equality delete file {d.file_path} has no equality ids")
+            top_level_fields(table_schema, d.equality_ids, d.file_path)
     bins = [b for g in groups for b in _bins(g, output_files[g.index])]
     if not bins:
         return []
