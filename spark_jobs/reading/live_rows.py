@@ -110,7 +110,7 @@ class LiveRows:
         self.schema = table_schema
         self.lineage = lineage
         if lineage:
-            _check_no_lineage_names(table_schema)
+            check_no_lineage_names(table_schema)
         self.io_properties = dict(io_properties)
         tasks = [t for g in groups for t in g.tasks]
         if len(tasks) >= 2 ** (63 - POSITION_BITS):
@@ -299,7 +299,7 @@ def _lineage_columns() -> list[Column]:
     ]
 
 
-def _check_no_lineage_names(schema: Schema) -> None:
+def check_no_lineage_names(schema: Schema) -> None:
     """A v3 table column named like a lineage column would be read, and written, in its
     place (and Java's write schema, the table's joined with the lineage columns, would hold
     the name twice)."""

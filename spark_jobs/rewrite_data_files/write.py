@@ -52,7 +52,7 @@ from icecore.table import Table
 from spark_jobs.common.progress import Progress
 from spark_jobs.common.session import isolated_session
 from spark_jobs.planning.sizes import FileSizeBounds
-from spark_jobs.reading.live_rows import LiveRows
+from spark_jobs.reading.live_rows import LiveRows, check_no_lineage_names
 from spark_jobs.rewrite_data_files.in_tasks import rewrite_in_tasks
 from spark_jobs.rewrite_data_files.plan import CompactionPlan, FileGroup
 from spark_jobs.schema import conform, quoted
@@ -114,6 +114,8 @@ def write_groups(
     schema = metadata.schema()
     spec = metadata.spec_by_id(spec_id)
     lineage = metadata.format_version >= 3
+    if lineage:
+        check_no_lineage_names(schema)  # both paths write the lineage columns
     file_schema = _with_lineage(schema) if lineage else schema
     same = [g for g in groups if g.spec_id == spec_id]
     moved = [g for g in groups if g.spec_id != spec_id]
