@@ -39,7 +39,12 @@ import pyarrow.parquet as pq
 from icecore.io import FileIO
 from icecore.spec.deletion_vectors import read_dv
 from icecore.spec.types import NestedField
-from spark_jobs.reading.parquet_files import BATCH_ROWS, _match, _midpoint, _project_column
+from spark_jobs.reading.parquet_files import (
+    match_columns,
+    project_column,
+    row_group_batches,
+    row_group_midpoint,
+)
 from spark_jobs.writing.files import (
     DELETE_FILE_PATH,
     DELETE_POS,
@@ -131,15 +136,15 @@ class LiveBatches:
         with self.io.open_input(data.path) as source:
             parquet = pq.ParquetFile(source)
             meta = parquet.metadata
-            columns = _match(parquet.schema_arrow, read_fields)
+            columns = match_columns(parquet.schema_arrow, read_fields)
             names = sorted({c.name for c in columns.values()})
             position = 0
             for group in range(meta.num_row_groups):
                 rows = meta.row_group(group).num_rows
-                if not data.start <= _midpoint(meta, group) < data.start + data.length:
+                if not data.start <= row_group_midpoint(meta, group) < data.start + data.length:
                     position += rows
                     continue
-                for raw in _batches(parquet, group, names, rows):
+                for raw in row_group_batches(parquet, group, names, rows):
                     batch = self._live(raw, columns, data, position, deletes)
                     position += raw.num_rows
                     if batch.num_rows:
@@ -155,7 +160,7 @@ class LiveBatches:
     ) -> pa.RecordBatch:
         n = raw.num_rows
         arrays = [
-            _project_column(raw, columns.get(f.field_id), f, target)
+            project_column(raw, columns.get(f.field_id), f, target)
             for f, target in zip(self.fields, self.target, strict=False)
         ]
         if self.lineage:
@@ -230,7 +235,7 @@ class LiveBatches:
         paths: dict[str, list[np.ndarray]] = defaultdict(list)
         with self.io.open_input(ref.path) as source:
             parquet = pq.ParquetFile(source)
-            columns = _match(parquet.schema_arrow, (DELETE_FILE_PATH, DELETE_POS))
+            columns = match_columns(parquet.schema_arrow, (DELETE_FILE_PATH, DELETE_POS))
             path_name = columns[DELETE_FILE_PATH.field_id].name
             pos_name = columns[DELETE_POS.field_id].name
             wanted = pa.array(sorted(self.wanted_paths), pa.string())
@@ -294,15 +299,15 @@ class LiveBatches:
         batches = []
         with self.io.open_input(ref.path) as source:
             parquet = pq.ParquetFile(source)
-            columns = _match(parquet.schema_arrow, key_fields)
+            columns = match_columns(parquet.schema_arrow, key_fields)
             names = sorted({c.name for c in columns.values()})
             for group in range(parquet.metadata.num_row_groups):
                 rows = parquet.metadata.row_group(group).num_rows
-                for raw in _batches(parquet, group, names, rows):
+                for raw in row_group_batches(parquet, group, names, rows):
                     batches.append(
                         pa.RecordBatch.from_arrays(
                             [
-                                _project_column(raw, columns.get(f.field_id), f, t)
+                                project_column(raw, columns.get(f.field_id), f, t)
                                 for f, t in zip(key_fields, targets, strict=True)
                             ],
                             schema=pa.schema(targets),
@@ -330,16 +335,6 @@ class LiveBatches:
         matched = np.zeros(batch.num_rows, dtype=bool)
         matched[joined.column(_ROW).to_numpy()] = True
         return matched
-
-
-def _batches(
-    parquet: pq.ParquetFile, group: int, names: list[str], rows: int
-) -> Iterator[pa.RecordBatch]:
-    if not names:
-        for offset in range(0, rows, BATCH_ROWS):
-            yield pa.RecordBatch.from_pydict({}, num_rows=min(BATCH_ROWS, rows - offset))
-        return
-    yield from parquet.iter_batches(batch_size=BATCH_ROWS, row_groups=[group], columns=names)
 
 
 def _text(value: object) -> str:

@@ -145,13 +145,13 @@ class _Task:
         with self.io.open_input(location) as source:
             parquet = pq.ParquetFile(source)
             meta = parquet.metadata
-            columns = _match(parquet.schema_arrow, self.fields)
+            columns = match_columns(parquet.schema_arrow, self.fields)
             names = sorted({c.name for c in columns.values()})
             position = 0
             for group in range(meta.num_row_groups):
                 rows = meta.row_group(group).num_rows
-                if start <= _midpoint(meta, group) < start + length:
-                    for raw in _batches(parquet, group, names, rows):
+                if start <= row_group_midpoint(meta, group) < start + length:
+                    for raw in row_group_batches(parquet, group, names, rows):
                         yield self._batch(raw, columns, location, position)
                         position += raw.num_rows
                 else:
@@ -161,7 +161,7 @@ class _Task:
         self, raw: pa.RecordBatch, columns: dict[int, pa.Field], location: str, position: int
     ) -> pa.RecordBatch:
         arrays = [
-            _project_column(raw, columns.get(f.field_id), f, target)
+            project_column(raw, columns.get(f.field_id), f, target)
             for f, target in zip(self.fields, self.target, strict=False)
         ]
         n = raw.num_rows
@@ -174,7 +174,7 @@ class _Task:
         return pa.RecordBatch.from_arrays(arrays, schema=self.target)
 
 
-def _batches(
+def row_group_batches(
     parquet: pq.ParquetFile, group: int, names: list[str], rows: int
 ) -> Iterator[pa.RecordBatch]:
     if not names:  # only positions wanted: no column chunk needs reading
@@ -184,7 +184,7 @@ def _batches(
     yield from parquet.iter_batches(batch_size=BATCH_ROWS, row_groups=[group], columns=names)
 
 
-def _midpoint(meta: pq.FileMetaData, group: int) -> int:
+def row_group_midpoint(meta: pq.FileMetaData, group: int) -> int:
     """Where the row group's bytes are centred: the split holding that byte reads it."""
     row_group = meta.row_group(group)
     if not row_group.num_columns:
@@ -201,7 +201,7 @@ def _field_id(field: pa.Field) -> int | None:
     return int(raw) if raw is not None else None
 
 
-def _match(schema: pa.Schema, fields: Sequence[NestedField]) -> dict[int, pa.Field]:
+def match_columns(schema: pa.Schema, fields: Sequence[NestedField]) -> dict[int, pa.Field]:
     """The file's top-level field for each wanted id: by id, or by name in a file of no ids.
 
     Row lineage columns are matched by id only: a file without ids was not written by an
@@ -217,7 +217,7 @@ def _match(schema: pa.Schema, fields: Sequence[NestedField]) -> dict[int, pa.Fie
     }
 
 
-def _project_column(
+def project_column(
     batch: pa.RecordBatch, source: pa.Field | None, field: NestedField, target: pa.Field
 ) -> pa.Array:
     if source is None:

@@ -62,6 +62,16 @@ class Fleet:
         return response.text
 
 
+def live_warehouse(warehouse: Path) -> Path:
+    """A SQLite-catalog warehouse holding the one real table, `LIVE`, read live by the page."""
+    warehouse.mkdir()
+    catalog = catalog_from_settings(uri=None, name="default", warehouse=str(warehouse))
+    catalog.create_namespace("db")
+    catalog.register_table(LIVE, build_events(warehouse / "db" / "events").metadata_location)
+    catalog.close()
+    return warehouse
+
+
 @pytest.fixture(scope="module")
 def fleet(airflow_db: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
     home = tmp_path_factory.mktemp("fleet")
@@ -71,12 +81,7 @@ def fleet(airflow_db: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterato
     engine.dispose()
     # One real table beside the fleet, listed in tables.yaml: read live, and charted from the
     # checks recorded of it too.
-    warehouse = home / "warehouse"
-    warehouse.mkdir()
-    catalog = catalog_from_settings(uri=None, name="default", warehouse=str(warehouse))
-    catalog.create_namespace("db")
-    catalog.register_table(LIVE, build_events(warehouse / "db" / "events").metadata_location)
-    catalog.close()
+    warehouse = live_warehouse(home / "warehouse")
     engine = create_state_engine(state_uri)
     live = [
         HealthCheck(
@@ -340,12 +345,7 @@ def test_an_unreadable_history_leaves_the_live_tables(airflow_db: Path, tmp_path
     """Airflow's `[icefloe] state_uri` names a database nobody answers for (the connection
     keeps its own store, so its tables are still read live): the page answers with a notice
     naming the problem, the fleet's JSON endpoints say 503, a live table's page still opens."""
-    warehouse = tmp_path / "warehouse"
-    warehouse.mkdir()
-    catalog = catalog_from_settings(uri=None, name="default", warehouse=str(warehouse))
-    catalog.create_namespace("db")
-    catalog.register_table(LIVE, build_events(warehouse / "db" / "events").metadata_location)
-    catalog.close()
+    warehouse = live_warehouse(tmp_path / "warehouse")
     config = tmp_path / "tables.yaml"
     config.write_text(json.dumps({"tables": [{"table": LIVE, "schedule": None}]}))
     own_store = f"sqlite:///{tmp_path / 'icefloe_state.db'}"
