@@ -188,10 +188,24 @@ def main() -> None:
                 "breakdown": earlier,
             }
         log(f"{twin}: {json.dumps(report[twin])}")
+    # The floor of any cold run of ours: spark-submit's launch of an empty Python script
+    # (two JVMs: the launcher's, then SparkSubmit's, which starts Python).
+    empty = workdir / "empty.py"
+    empty.write_text("")
+    report["spark_submit_floor_s"] = round(
+        timed([str(SUBMIT), "--master", "local[*]", "--conf", "spark.ui.enabled=false",
+               str(empty)], env),
+        2,
+    )  # fmt: skip
     convert = ours("convert_equality_deletes", "eq_convert")
     report["convert"] = {
         "ours_s": convert["total"],
         "over_our_compaction": round(convert["total"] / report["eq"]["ours_s"], 2)
+        if "eq" in report
+        else None,
+        "floor_over_our_compaction": round(
+            report["spark_submit_floor_s"] / report["eq"]["ours_s"], 2
+        )
         if "eq" in report
         else None,
         "rows_equal": answer(catalog(), "bench.eq_convert") == answer(catalog(), "bench.eq_ours"),

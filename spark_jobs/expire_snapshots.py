@@ -39,8 +39,6 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from pyspark.sql import SparkSession
-
 from icecore.catalog import Catalog
 from icecore.catalog.base import DELETE_AFTER_COMMIT
 from icecore.catalog.locations import TableDirectories, catalog_directories
@@ -50,6 +48,7 @@ from icecore.spec.metadata_builder import now_ms as current_time_ms
 from icecore.table import Table
 from icecore.updates import ExpirationResult, ExpireSnapshots, UnreachableFiles
 from spark_jobs.common.errors import JobError
+from spark_jobs.common.session import SessionSource
 from spark_jobs.files.deletion import delete_files
 from spark_jobs.files.other_tables import OtherTables, ownership
 from spark_jobs.specs.grammar import format_duration_ms, format_ms, parse_instant_ms
@@ -103,7 +102,7 @@ def _old_metadata_deleted(io: FileIO, before: TableMetadata, after: TableMetadat
 
 
 def run(
-    spark: SparkSession | None, catalog: Catalog, options: ExpireSnapshotsOptions
+    spark: SessionSource | None, catalog: Catalog, options: ExpireSnapshotsOptions
 ) -> dict[str, Any]:
     """Expire as `options` say; the result counters (see the module doc)."""
     now = current_time_ms()

@@ -55,14 +55,13 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from pyspark.sql import SparkSession
-
 from icecore.catalog import Catalog
 from icecore.catalog.locations import TableDirectories, catalog_directories, is_within
 from icecore.errors import FileError
 from icecore.io import FileIO
 from icecore.spec.metadata_builder import now_ms as current_time_ms
 from spark_jobs.common.errors import JobError
+from spark_jobs.common.session import SessionSource
 from spark_jobs.files.deletion import delete_files
 from spark_jobs.files.listing import list_files
 from spark_jobs.files.locations import (
@@ -83,7 +82,7 @@ _MISMATCH_EXAMPLES = 3
 
 
 def run(
-    spark: SparkSession | None, catalog: Catalog, options: RemoveOrphanFilesOptions
+    spark: SessionSource | None, catalog: Catalog, options: RemoveOrphanFilesOptions
 ) -> dict[str, Any]:
     """Find (and unless a dry run, delete) the orphans; the result counters."""
     now = current_time_ms()

@@ -9,6 +9,7 @@ not paired with, and the lineage columns' inheritance.
 
 from __future__ import annotations
 
+import datetime as dt
 import random
 import threading
 import uuid
@@ -24,7 +25,14 @@ from icecore.io import FileIO
 from icecore.scan import FileScanTask
 from icecore.spec.manifest import DataFile, FileContent, FileFormat
 from icecore.spec.schema import Schema
-from icecore.spec.types import IntegerType, LongType, NestedField, StringType, UUIDType
+from icecore.spec.types import (
+    IntegerType,
+    LongType,
+    NestedField,
+    StringType,
+    TimestampType,
+    UUIDType,
+)
 from spark_jobs.common.errors import JobError
 from spark_jobs.reading.live_batches import (
     EQUALITY,
@@ -92,6 +100,67 @@ def test_several_equality_columns_match_null_to_null(tmp_path: Path) -> None:
     reader = _reader([DeleteRef(EQUALITY, delete_one, (2,))], [path])
     got = _rows(reader, [DataRef(path, 0, WHOLE, 1, deletes=(0,))])
     assert sorted(got) == sorted(r for r in rows if r[1] == "eu")
+
+
+def test_equality_deleted_positions_of_a_conversion(tmp_path: Path) -> None:
+    """What `convert_equality_deletes` writes: the positions (ascending, across row groups) of
+    the rows any of the file's equality deletes match, over two sets of key columns, whether
+    a position delete deletes them already or not; position deletes alone match nothing."""
+    path, rows = _data(tmp_path / "d.parquet", 5_000, seed=5, row_group=600)
+    ids = _write(tmp_path / "ids.parquet", FIELDS[:1], {"id": [7, 4_999, 123_456, 2_500]})
+    pairs = _write(
+        tmp_path / "pairs.parquet", FIELDS[1:], {"region": [None, "eu"], "shard": [None, 2]}
+    )
+    positions = _write(
+        tmp_path / "pos.parquet",
+        list(POSITION_DELETE_SCHEMA.fields),
+        {"file_path": [path, path], "pos": [7, 8]},
+    )
+    deletes = [
+        DeleteRef(EQUALITY, ids, (1,)),
+        DeleteRef(EQUALITY, pairs, (2, 3)),
+        DeleteRef(POSITION, positions),
+    ]
+    reader = _reader(deletes, [path])
+    found = reader.equality_deleted(DataRef(path, 0, WHOLE, 1, deletes=(0, 1, 2)))
+    expected = [
+        i
+        for i, r in enumerate(rows)
+        if r[0] in (7, 4_999, 2_500) or (r[1], r[2]) in {(None, None), ("eu", 2)}
+    ]
+    assert found.tolist() == expected
+    assert 7 in expected and 8 not in expected and len(expected) > 500
+    assert reader.deleted_positions(DataRef(path, 0, WHOLE, 1, deletes=(0, 1, 2))).tolist() == [
+        7,
+        8,
+    ]
+    assert reader.equality_deleted(DataRef(path, 0, WHOLE, 1, deletes=(2,))).size == 0
+
+
+@pytest.mark.parametrize("keys", [[2, None], [1], [None]], ids=["value-and-null", "value", "null"])
+def test_one_integer_key_column_with_nulls(tmp_path: Path, keys: list[int | None]) -> None:
+    """The hashed look-up of integer keys (`KeySet`) matches null to null and a value to
+    itself only, across row groups."""
+    path, rows = _data(tmp_path / "d.parquet", 4_000, seed=6, row_group=900)
+    delete = _write(tmp_path / "eq.parquet", FIELDS[2:], {"shard": keys})
+    reader = _reader([DeleteRef(EQUALITY, delete, (3,))], [path])
+    ref = DataRef(path, 0, WHOLE, 1, deletes=(0,))
+    assert sorted(_rows(reader, [ref])) == sorted(r for r in rows if r[2] not in keys)
+    assert reader.equality_deleted(ref).tolist() == [i for i, r in enumerate(rows) if r[2] in keys]
+
+
+def test_a_timestamp_key_is_looked_up_by_its_stored_value(tmp_path: Path) -> None:
+    fields = [NestedField(1, "ts", TimestampType()), NestedField(2, "n", LongType())]
+    stamps = [dt.datetime(2024, 1, 1) + dt.timedelta(microseconds=7 * i) for i in range(3_000)]
+    path = _write(tmp_path / "d.parquet", fields, {"ts": stamps, "n": list(range(3_000))}, 700)
+    gone = [stamps[5], stamps[2_999], dt.datetime(1999, 1, 1)]
+    delete = _write(tmp_path / "eq.parquet", fields[:1], {"ts": gone})
+    reader = LiveBatches(
+        FileIO({}), fields, arrow_schema(fields, all_optional=True),
+        [DeleteRef(EQUALITY, delete, (1,))], [path],
+    )  # fmt: skip
+    found = reader.equality_deleted(DataRef(path, 0, WHOLE, 1, deletes=(0,)))
+    assert found.tolist() == [5, 2_999]
 
 
 def test_splits_of_one_file_apply_its_positions_in_every_row_group(tmp_path: Path) -> None:

@@ -14,8 +14,9 @@ process listings and scheduler logs show), `--catalog-property K=V` (repeatable,
 `--warehouse`.
 
 Order of work: the options are parsed and checked first (a bad value exits 2 with one line
-naming the flag, and no Spark JVM is ever started), then the catalog is opened, then the
-Spark session is built and the job runs.
+naming the flag, and no Spark JVM is ever started), then the catalog is opened, then the job
+runs, given a Spark session it starts when its work needs one
+(`spark_jobs.common.session.OnDemandSession`).
 
 Output: the last line on stdout is one JSON object with the job's result counters, so a
 scheduler can parse it whatever Spark printed before; a runner that sets
@@ -86,7 +87,7 @@ def _logging() -> None:
 
 def run_job(job: str, argv: Sequence[str]) -> Mapping[str, Any]:
     """Parse and check `argv` for `job`, then run it on a fresh session; its result."""
-    from spark_jobs.common.session import get_session  # noqa: PLC0415 (after the check)
+    from spark_jobs.common.session import job_session  # noqa: PLC0415 (after the check)
 
     spec = JOBS.get(job)
     if spec is None:
@@ -97,7 +98,7 @@ def run_job(job: str, argv: Sequence[str]) -> Mapping[str, Any]:
     module = importlib.import_module(f"spark_jobs.{job}")
     catalog = open_catalog(args.catalog)
     try:
-        return dict(module.run(get_session(f"icefloe-{job}"), catalog, args.options))
+        return dict(module.run(job_session(f"icefloe-{job}"), catalog, args.options))
     finally:
         catalog.close()
 

@@ -13,7 +13,7 @@ All of them exist, with these names, in Spark 3.5 and 4.x, classic and Connect.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from pyspark.sql import SparkSession
 
@@ -45,6 +45,56 @@ def get_session(app_name: str) -> SparkSession:
     if os.environ.get(SPARK_LOGGING_ENV) != "configured":
         session.sparkContext.setLogLevel("WARN")
     return session
+
+
+SessionSource = SparkSession | Callable[[], SparkSession]
+
+
+class OnDemandSession:
+    """The job's session, started the first time a job asks for it: a job whose work is
+    small enough to do in the driver's own threads (a conversion of a small table, an expiry
+    deleting a few files) never starts a SparkContext, the largest fixed cost of a run
+    (seconds before the first task, on a cluster more while executors are allocated).
+
+    In YARN's cluster mode the application master fails an application that never started
+    a SparkContext, so there `job_session` starts it up front."""
+
+    def __init__(self, app_name: str) -> None:
+        self.app_name = app_name
+        self._session: SparkSession | None = None
+
+    def __call__(self) -> SparkSession:
+        if self._session is None:
+            self._session = get_session(self.app_name)
+        return self._session
+
+    @property
+    def started(self) -> bool:
+        return self._session is not None
+
+
+def job_session(app_name: str) -> SessionSource:
+    """The session a job run from the command line is given."""
+    source = OnDemandSession(app_name)
+    return source() if _yarn_cluster_driver() else source
+
+
+def _yarn_cluster_driver() -> bool:
+    """Whether this driver runs inside YARN's application master (spark-submit's settings
+    are the JVM's system properties there; the gateway is spark-submit's own JVM)."""
+    if not os.environ.get("PYSPARK_GATEWAY_PORT"):
+        return False
+    from pyspark.java_gateway import launch_gateway  # noqa: PLC0415
+
+    system = launch_gateway().jvm.java.lang.System
+    master = str(system.getProperty("spark.master") or "")
+    mode = str(system.getProperty("spark.submit.deployMode") or "")
+    return master.startswith("yarn") and mode == "cluster"
+
+
+def session_of(source: SessionSource) -> SparkSession:
+    """The session itself, started now if `source` starts it on demand."""
+    return source if isinstance(source, SparkSession) else source()
 
 
 def isolated_session(spark: SparkSession, settings: Mapping[str, str]) -> SparkSession:

@@ -4,13 +4,21 @@ Plan (driver, icecore): the live files of the current snapshot, and from the pla
 every equality delete file E, the data files it applies to (data sequence number below E's,
 same partition, or any partition for a delete of an unpartitioned spec).
 
-Spark: per set of equality field ids, read only the key columns of the delete files and of
+Matching, in Python (`in_tasks`, up to `--task-max-keys` delete keys, which every task
+holds): each data file's key columns are read and looked up in the keys of the equality
+deletes the planner paired it with, and the positions found are written by the same task.
+When the data files' key columns are at most `--driver-max-bytes`, the bins run on the
+driver's threads and the job never starts Spark (see `spark_jobs.common.session`); otherwise
+each bin is a Spark task.
+
+Matching, in Spark (more delete keys than a task should hold): per set of equality field ids,
+read only the key columns of the delete files and of
 the data files they apply to (by field id; the data rows with `_metadata.row_index`), and
 join them on the keys (null matches null in an equality delete), keeping the rows where the
 delete's sequence number is higher and it applies to the data file's partition (see
 `_matches`). The (file, position) pairs are written as position delete files, sorted by
 (`file_path`, `pos`), one per data file partition and task, by pyarrow in the writing tasks,
-which also describe them: the job's only Spark work is that one read, join and write.
+which also describe them.
 
 Sequence numbers: a position delete applies to the data files named in it whose data
 sequence number is at most its own. Each new file takes the largest data sequence number of
@@ -50,12 +58,14 @@ from pyspark.sql import types as T
 
 from icecore.catalog import Catalog
 from icecore.spec.manifest import DataFile, FileContent
+from icecore.spec.types import NestedField
 from icecore.table import Table
 from spark_jobs.committing.batches import cleanup_on_failure, with_replanning
 from spark_jobs.committing.rewrite import DeleteRewrite
 from spark_jobs.common.errors import JobError
 from spark_jobs.common.progress import size
-from spark_jobs.common.session import configure
+from spark_jobs.common.session import SessionSource, configure, session_of
+from spark_jobs.convert_equality_deletes.in_tasks import Target, Work, convert_in_tasks, key_bytes
 from spark_jobs.reading.live_files import (
     LiveDelete,
     LiveState,
@@ -84,14 +94,13 @@ _PATH, _POS, _SEQ, _DEL_SEQ, _SCOPE, _BY = "_path", "_pos", "_seq", "_del_seq", 
 
 
 def run(
-    spark: SparkSession, catalog: Catalog, options: ConvertEqualityDeletesOptions
+    spark: SessionSource, catalog: Catalog, options: ConvertEqualityDeletesOptions
 ) -> dict[str, Any]:
     started = time.monotonic()
-    configure(spark)
 
     def attempt() -> dict[str, Any]:
         table = catalog.load_table(options.table)
-        return convert_once(spark, table)
+        return convert_once(spark, table, options)
 
     result = with_replanning(JOB, attempt, options.max_attempts)
     result["seconds"] = round(time.monotonic() - started, 3)
@@ -115,7 +124,9 @@ def _counters() -> dict[str, Any]:
     }
 
 
-def convert_once(spark: SparkSession, table: Table) -> dict[str, Any]:
+def convert_once(
+    spark: SessionSource, table: Table, options: ConvertEqualityDeletesOptions
+) -> dict[str, Any]:
     """One attempt: plan on the current snapshot, write, commit (CommitConflictError when
     something committed meanwhile forbids it)."""
     result = _counters()
@@ -145,15 +156,24 @@ def convert_once(spark: SparkSession, table: Table) -> dict[str, Any]:
     files = RunFiles(table.io, table.metadata, "convert-eq-deletes")
     dvs = WrittenDVs([], {})
     with cleanup_on_failure(table, files, committed=lambda: False, uncommitted=list):
-        if used:
-            positions = _matches(spark, table, state, used, group_of_data)
+        if used and sum(d.file.record_count for d in used) <= options.task_max_keys:
+            work = _work(table, state, used, run=files, groups=groups, group_of=group_of_data)
+            ids = [f.field_id for f in work.key_fields]
+            read = sum(key_bytes(t.file, ids) for t in work.targets)
+            in_driver = read <= options.driver_max_bytes
+            dvs = convert_in_tasks(work, spark=None if in_driver else _started(spark))
+            result["matched_in"] = "driver" if in_driver else "spark-tasks"
+        elif used:
+            result["matched_in"] = "spark-join"
+            session = _started(spark)
+            positions = _matches(session, table, state, used, group_of_data)
             if table.metadata.format_version >= 3:
                 dv_targets = {
                     p: DVTarget(t.file, previous_deletes(t.deletes))
                     for p in targets
                     for t in [state.data_by_path[p]]
                 }
-                dvs = write_deletion_vectors(spark, files, dv_targets, positions)
+                dvs = write_deletion_vectors(session, files, dv_targets, positions)
             else:
                 write_position_deletes(files, positions, table.metadata.spec(), groups)
         added = finish(files, groups)
@@ -187,6 +207,51 @@ def convert_once(spark: SparkSession, table: Table) -> dict[str, Any]:
         state.data_by_path[p].file.file_size_in_bytes for p in targets
     )
     return result
+
+
+def _started(spark: SessionSource) -> SparkSession:
+    return configure(session_of(spark))
+
+
+def _work(
+    table: Table,
+    state: LiveState,
+    used: list[LiveDelete],
+    *,
+    run: RunFiles,
+    groups: Mapping[int, PartitionKey],
+    group_of: Mapping[str, int],
+) -> Work:
+    """The in-task matching of `used`: its key columns (refused when one cannot be read) and
+    every target with the equality deletes the planner paired it with."""
+    schema = table.metadata.schema()
+    key_fields: dict[int, NestedField] = {}
+    for d in used:
+        if not d.file.equality_ids:
+            raise JobError(f"equality delete {d.file.file_path} has no equality ids")
+        for f in top_level_fields(schema, d.file.equality_ids, d.file.file_path):
+            key_fields[f.field_id] = f
+    v3 = table.metadata.format_version >= 3
+    targets = sorted({t.file.file_path for d in used for t in state.applies_to(d)})
+    return Work(
+        run=run,
+        key_fields=[key_fields[i] for i in sorted(key_fields)],
+        targets=[
+            Target(
+                file=task.file,
+                sequence_number=task.data_sequence_number,
+                group=group_of[path],
+                equality=tuple(
+                    d for d in task.deletes if d.content == FileContent.EQUALITY_DELETES
+                ),
+                previous=previous_deletes(task.deletes) if v3 else (),
+            )
+            for path in targets
+            for task in [state.data_by_path[path]]
+        ],
+        groups=groups,
+        deletion_vectors=v3,
+    )
 
 
 def _groups(

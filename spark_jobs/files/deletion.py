@@ -12,9 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from pyspark.sql import SparkSession
-
 from icecore.io import FileIO
+from spark_jobs.common.session import SessionSource, session_of
 
 # Below this many files a Spark job costs more than it saves.
 DEFAULT_EXECUTOR_THRESHOLD = 1000
@@ -49,7 +48,7 @@ def _delete_partition(
 
 
 def delete_files(
-    spark: SparkSession | None,
+    spark: SessionSource | None,
     io: FileIO,
     paths: Iterable[str],
     *,
@@ -57,16 +56,17 @@ def delete_files(
     threads: int = DEFAULT_THREADS,
 ) -> DeletionOutcome:
     """Delete `paths`; on the executors when there are at least `executor_threshold` of them
-    (and a session is given), else on the driver with `threads` threads."""
+    (and a session is given, or can be started), else on the driver with `threads` threads."""
     unique = sorted(set(paths))
     if not unique:
         return DeletionOutcome()
     on_executors = spark is not None and len(unique) >= executor_threshold
     if on_executors:
         assert spark is not None
+        session = session_of(spark)  # started only now: few files need no Spark
         slices = max(1, min(len(unique) // _FILES_PER_TASK + 1, 10_000))
-        slices = max(slices, min(len(unique), spark.sparkContext.defaultParallelism))
-        rdd = spark.sparkContext.parallelize(unique, slices)
+        slices = max(slices, min(len(unique), session.sparkContext.defaultParallelism))
+        rdd = session.sparkContext.parallelize(unique, slices)
         results = rdd.mapPartitions(_delete_partition(dict(io.properties), threads)).collect()
     else:
         results = list(_delete_all(io, unique, threads))

@@ -20,12 +20,12 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
 from pyarrow import fs as pafs
-from pyspark.sql import SparkSession
 
 from icecore.catalog.locations import Key, location_key
 from icecore.errors import FileError
 from icecore.io import FileIO, ListedFile
 from icecore.io.locations import Store, parse
+from spark_jobs.common.session import SessionSource, session_of
 
 _OBJECT_STORES = frozenset({Store.S3, Store.GCS, Store.AZURE})
 DEFAULT_DEPTH = 2
@@ -77,7 +77,7 @@ def _under(location: str, directory: Key) -> bool:
 
 
 def list_files(
-    spark: SparkSession | None,
+    spark: SessionSource | None,
     io: FileIO,
     location: str,
     *,
@@ -111,9 +111,10 @@ def list_files(
         for directory in frontier:
             files.extend(io.list_prefix(directory))
         return Listing(files, 0)
-    slices = min(len(frontier), max(1, spark.sparkContext.defaultParallelism * 4))
+    session = session_of(spark)  # started only now: a small tree needs no Spark
+    slices = min(len(frontier), max(1, session.sparkContext.defaultParallelism * 4))
     rows = (
-        spark.sparkContext.parallelize(sorted(frontier), slices)
+        session.sparkContext.parallelize(sorted(frontier), slices)
         .mapPartitions(_list_partition(dict(io.properties)))
         .collect()
     )

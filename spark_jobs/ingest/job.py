@@ -29,7 +29,7 @@ from icecore.spec.metadata import TableMetadata
 from icecore.spec.schema import Schema
 from icecore.table import Table
 from spark_jobs.common.errors import JobError
-from spark_jobs.common.session import configure
+from spark_jobs.common.session import SessionSource, configure, session_of
 from spark_jobs.ingest.changes import SUPERSEDED, ResolvedBatch, resolve
 from spark_jobs.ingest.commit import (
     INGEST_MODE,
@@ -75,14 +75,14 @@ RESERVED_COLUMNS = ("file_path", "pos")
 
 
 def run(
-    spark: SparkSession,
+    source_session: SessionSource,
     catalog: Catalog,
     options: IngestOptions,
     source: DataFrame | None = None,
 ) -> dict[str, Any]:
     """Ingest `options.source` (or the DataFrame `source`) into the table; the counters."""
     started = time.monotonic()
-    configure(spark)
+    spark = configure(session_of(source_session))
     result: dict[str, Any] = {"table": options.table, "mode": options.mode}
     if options.batch_id:
         result["batch_id"] = options.batch_id

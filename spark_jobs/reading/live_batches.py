@@ -32,12 +32,14 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
+import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from icecore.io import FileIO
 from icecore.spec.deletion_vectors import read_dv
+from icecore.spec.manifest import DataFile, FileContent
 from icecore.spec.types import NestedField
 from spark_jobs.reading.parquet_files import (
     match_columns,
@@ -70,6 +72,21 @@ class DeleteRef:
     referenced_data_file: str | None = None
 
     @classmethod
+    def of(cls, delete: DataFile) -> DeleteRef:
+        if delete.content == FileContent.EQUALITY_DELETES:
+            return cls(EQUALITY, delete.file_path, tuple(delete.equality_ids or ()))
+        if delete.is_deletion_vector:
+            return cls(
+                DV,
+                delete.file_path,
+                offset=delete.content_offset or 0,
+                length=delete.content_size_in_bytes or 0,
+                record_count=delete.record_count,
+                referenced_data_file=delete.referenced_data_file,
+            )
+        return cls(POSITION, delete.file_path)
+
+    @classmethod
     def from_json(cls, raw: dict) -> DeleteRef:
         return cls(**{**raw, "equality_ids": tuple(raw.get("equality_ids") or ())})
 
@@ -97,7 +114,7 @@ class _FileDeletes:
     and, per set of equality ids, the key rows of its equality deletes."""
 
     positions: np.ndarray
-    equality: list[tuple[tuple[int, ...], pa.Table]]
+    equality: list[tuple[tuple[int, ...], KeySet]]
 
 
 class LiveBatches:
@@ -123,12 +140,42 @@ class LiveBatches:
         self.wanted_paths = set(data_paths)
         self._positions: dict[int, dict[str, np.ndarray]] = {}
         self._keys: dict[int, pa.Table] = {}
-        self._combined: dict[tuple[tuple[int, ...], tuple[int, ...]], pa.Table] = {}
+        self._combined: dict[tuple[tuple[int, ...], tuple[int, ...]], KeySet] = {}
 
     # Data --------------------------------------------------------------------------------
 
     def read(self, data: DataRef) -> Iterator[pa.RecordBatch]:
-        deletes = _FileDeletes(self._deleted_positions(data), self._equality_keys(data))
+        deletes = _FileDeletes(self.deleted_positions(data), self._equality_keys(data))
+        for position, batch in self._batches(data):
+            keep = _kept(batch.num_rows, position, deletes.positions)
+            for ids, keys in deletes.equality:
+                matched = self._matches(batch, ids, keys)
+                if matched is not None:
+                    keep = ~matched if keep is None else keep & ~matched
+            live = batch if keep is None else batch.filter(pa.array(keep))
+            if live.num_rows:
+                yield live
+
+    def equality_deleted(self, data: DataRef) -> np.ndarray:
+        """The positions (ascending) of `data`'s rows that its equality deletes delete,
+        whether or not a position delete deletes them too."""
+        equality = self._equality_keys(data)
+        found: list[np.ndarray] = []
+        if not equality:
+            return np.empty(0, dtype=np.int64)
+        for position, batch in self._batches(data):
+            hit = None
+            for ids, keys in equality:
+                matched = self._matches(batch, ids, keys)
+                if matched is not None:
+                    hit = matched if hit is None else hit | matched
+            if hit is not None and hit.any():
+                found.append(np.flatnonzero(hit).astype(np.int64) + position)
+        return np.concatenate(found) if found else np.empty(0, dtype=np.int64)
+
+    def _batches(self, data: DataRef) -> Iterator[tuple[int, pa.RecordBatch]]:
+        """(position of its first row, batch projected to `target`) for the row groups of
+        `data`'s byte range."""
         read_fields = [
             *self.fields,
             *((ROW_ID, LAST_UPDATED_SEQUENCE_NUMBER) if self.lineage else ()),
@@ -145,39 +192,19 @@ class LiveBatches:
                     position += rows
                     continue
                 for raw in row_group_batches(parquet, group, names, rows):
-                    batch = self._live(raw, columns, data, position, deletes)
+                    yield position, self._project(raw, columns, data, position)
                     position += raw.num_rows
-                    if batch.num_rows:
-                        yield batch
 
-    def _live(
-        self,
-        raw: pa.RecordBatch,
-        columns: dict[int, pa.Field],
-        data: DataRef,
-        position: int,
-        deletes: _FileDeletes,
+    def _project(
+        self, raw: pa.RecordBatch, columns: dict[int, pa.Field], data: DataRef, position: int
     ) -> pa.RecordBatch:
-        n = raw.num_rows
         arrays = [
             project_column(raw, columns.get(f.field_id), f, target)
             for f, target in zip(self.fields, self.target, strict=False)
         ]
         if self.lineage:
             arrays.extend(self._lineage(raw, columns, data, position))
-        batch = pa.RecordBatch.from_arrays(arrays, schema=self.target)
-        keep = None
-        deleted = deletes.positions
-        if deleted.size:
-            low, high = np.searchsorted(deleted, [position, position + n])
-            if high > low:
-                keep = np.ones(n, dtype=bool)
-                keep[deleted[low:high] - position] = False
-        for ids, keys in deletes.equality:
-            matched = self._matches(batch, ids, keys)
-            if matched is not None:
-                keep = ~matched if keep is None else keep & ~matched
-        return batch if keep is None else batch.filter(pa.array(keep))
+        return pa.RecordBatch.from_arrays(arrays, schema=self.target)
 
     def _lineage(
         self, raw: pa.RecordBatch, columns: dict[int, pa.Field], data: DataRef, position: int
@@ -204,7 +231,8 @@ class LiveBatches:
 
     # Position deletes and DVs ------------------------------------------------------------
 
-    def _deleted_positions(self, data: DataRef) -> np.ndarray:
+    def deleted_positions(self, data: DataRef) -> np.ndarray:
+        """The positions (ascending, unique) its position deletes and DV delete."""
         found: list[np.ndarray] = []
         for index in data.deletes:
             ref = self.deletes[index]
@@ -270,7 +298,7 @@ class LiveBatches:
 
     # Equality deletes --------------------------------------------------------------------
 
-    def _equality_keys(self, data: DataRef) -> list[tuple[tuple[int, ...], pa.Table]]:
+    def _equality_keys(self, data: DataRef) -> list[tuple[tuple[int, ...], KeySet]]:
         """Per set of equality ids, the key rows of the data file's equality deletes (built
         once per combination of delete files: data files of a partition share them)."""
         by_ids: dict[tuple[int, ...], list[int]] = defaultdict(list)
@@ -283,8 +311,7 @@ class LiveBatches:
             combination = (ids, tuple(sorted(indexes)))
             keys = self._combined.get(combination)
             if keys is None:
-                keys = pa.concat_tables([self._equality_file(i) for i in indexes])
-                keys = keys.combine_chunks()
+                keys = KeySet(pa.concat_tables([self._equality_file(i) for i in indexes]))
                 self._combined[combination] = keys
             out.append((ids, keys))
         return out
@@ -318,23 +345,89 @@ class LiveBatches:
         return table
 
     def _matches(
-        self, batch: pa.RecordBatch, ids: tuple[int, ...], keys: pa.Table
+        self, batch: pa.RecordBatch, ids: tuple[int, ...], keys: KeySet
     ) -> np.ndarray | None:
         """Rows of `batch` whose equality columns equal a key row's (null equals null)."""
-        if not keys.num_rows:
-            return None
         names = [self.by_id[i].name for i in ids]
-        if len(names) == 1:
-            column = _storage(batch.column(batch.schema.get_field_index(names[0])))
-            values = _storage(keys.column(0).chunk(0))
-            hit = pc.is_in(column, value_set=values, skip_nulls=False)
+        return keys.matches([batch.column(batch.schema.get_field_index(n)) for n in names])
+
+
+class KeySet:
+    """The key rows of a data file's equality deletes (one set of equality columns), made
+    ready once for the many batches looked up in them.
+
+    One integer-like column (ints, dates, times, timestamps: most keys) is looked up in a
+    pandas hash index built once: Arrow's `is_in` builds its hash set again on every call,
+    and its look-ups into a large set cost about four times as much (20M rows against 200,000
+    keys: 2.5 s against 0.6 s). Other single columns use `is_in`; several a hash semi-join.
+    Null equals null throughout, as the spec's equality deletes require."""
+
+    def __init__(self, keys: pa.Table) -> None:
+        self.keys = keys.combine_chunks()
+        self.index: pd.Index | None = None
+        self.null_key = False
+        if self.keys.num_columns == 1 and self.keys.num_rows:
+            column = _storage(self.keys.column(0).chunk(0))
+            if _integer_like(column.type):
+                self.null_key = column.null_count > 0
+                self.index = pd.Index(np.unique(_as_int64(column.drop_null())))
+
+    def matches(self, columns: Sequence[pa.Array]) -> np.ndarray | None:
+        """Which rows of `columns` (the equality columns, in the keys' order) a key row
+        equals; None when there are no keys."""
+        if not self.keys.num_rows:
+            return None
+        if self.index is not None:
+            return self._look_up(_storage(columns[0]))
+        if len(columns) == 1:
+            values = _storage(self.keys.column(0).chunk(0))
+            hit = pc.is_in(_storage(columns[0]), value_set=values, skip_nulls=False)
             return hit.to_numpy(zero_copy_only=False)
-        left, right = _null_safe(pa.Table.from_batches([batch]).select(names), keys)
-        left = left.append_column(_ROW, pa.array(np.arange(batch.num_rows, dtype=np.int64)))
+        rows = len(columns[0])
+        names = self.keys.column_names
+        left, right = _null_safe(pa.table(list(columns), names=names), self.keys)
+        left = left.append_column(_ROW, pa.array(np.arange(rows, dtype=np.int64)))
         joined = left.join(right, keys=right.column_names, join_type="left semi")
-        matched = np.zeros(batch.num_rows, dtype=bool)
+        matched = np.zeros(rows, dtype=bool)
         matched[joined.column(_ROW).to_numpy()] = True
         return matched
+
+    def _look_up(self, column: pa.Array) -> np.ndarray:
+        assert self.index is not None
+        if not column.null_count:
+            return self.index.get_indexer(_as_int64(column)) >= 0
+        valid = column.is_valid().to_numpy(zero_copy_only=False)
+        found = self.index.get_indexer(_as_int64(column.fill_null(0))) >= 0
+        return (found & valid) | (~valid if self.null_key else False)
+
+
+def _integer_like(kind: pa.DataType) -> bool:
+    types = pa.types
+    return types.is_integer(kind) or any(
+        is_kind(kind) for is_kind in (types.is_date, types.is_time, types.is_timestamp)
+    )
+
+
+def _as_int64(column: pa.Array) -> np.ndarray:
+    """A column without nulls as int64 numbers, equal exactly when the values are (the same
+    type on both sides of a look-up: timestamps and times by their stored integers)."""
+    kind = column.type
+    if not pa.types.is_integer(kind):
+        column = column.view(pa.int32() if kind.bit_width == 32 else pa.int64())
+    return column.to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
+
+
+def _kept(rows: int, position: int, deleted: np.ndarray) -> np.ndarray | None:
+    """Which of `rows` rows starting at `position` no position in `deleted` (sorted) names;
+    None when all are kept."""
+    if not deleted.size:
+        return None
+    low, high = np.searchsorted(deleted, [position, position + rows])
+    if high <= low:
+        return None
+    keep = np.ones(rows, dtype=bool)
+    keep[deleted[low:high] - position] = False
+    return keep
 
 
 def _text(value: object) -> str:

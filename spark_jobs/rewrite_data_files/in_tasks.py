@@ -36,12 +36,12 @@ from typing import Any
 import pyarrow as pa
 from pyspark.sql import SparkSession
 
-from icecore.spec.manifest import DataFile, FileContent
+from icecore.spec.manifest import FileContent
 from icecore.spec.schema import Schema
 from icecore.spec.types import NestedField
 from spark_jobs.common.errors import JobError
 from spark_jobs.common.worker import cheap_cache_invalidation, worker_io
-from spark_jobs.reading.live_batches import DV, EQUALITY, POSITION, DataRef, DeleteRef, LiveBatches
+from spark_jobs.reading.live_batches import DataRef, DeleteRef, LiveBatches
 from spark_jobs.reading.live_files import top_level_fields
 from spark_jobs.reading.live_rows import delete_key
 from spark_jobs.rewrite_data_files.plan import FileGroup
@@ -117,7 +117,7 @@ def _bins(group: FileGroup, files: int) -> list[dict[str, Any]]:
             key = delete_key(d)
             if key not in deletes:
                 deletes[key] = len(refs)
-                refs.append(_delete_ref(d).__dict__)
+                refs.append(DeleteRef.of(d).__dict__)
             indexes.append(deletes[key])
         size = task.file.file_size_in_bytes
         for start in range(0, max(size, 1), split):
@@ -143,21 +143,6 @@ def _bins(group: FileGroup, files: int) -> list[dict[str, Any]]:
         bins[-1].append(ref)
         used += weight
     return [{"group": group.index, "data": b, "deletes": refs} for b in bins]
-
-
-def _delete_ref(delete: DataFile) -> DeleteRef:
-    if delete.content == FileContent.EQUALITY_DELETES:
-        return DeleteRef(EQUALITY, delete.file_path, tuple(delete.equality_ids or ()))
-    if delete.is_deletion_vector:
-        return DeleteRef(
-            DV,
-            delete.file_path,
-            offset=delete.content_offset or 0,
-            length=delete.content_size_in_bytes or 0,
-            record_count=delete.record_count,
-            referenced_data_file=delete.referenced_data_file,
-        )
-    return DeleteRef(POSITION, delete.file_path)
 
 
 def _rewrite_bins(batches: Iterator[pa.RecordBatch], payload: str) -> Iterator[pa.RecordBatch]:

@@ -33,7 +33,7 @@ from icecore.table import Table
 from spark_jobs.committing.batches import cleanup_on_failure, commit_batches, delete_quietly
 from spark_jobs.common.errors import JobError
 from spark_jobs.common.progress import size
-from spark_jobs.common.session import configure
+from spark_jobs.common.session import SessionSource, configure, session_of
 from spark_jobs.planning.sizes import FileSizeBounds
 from spark_jobs.planning.where import parse_where
 from spark_jobs.rewrite_data_files.plan import (
@@ -59,7 +59,7 @@ class _Written:
 
 
 def run(
-    spark: SparkSession,
+    source: SessionSource,
     catalog: Catalog,
     options: RewriteDataFilesOptions,
     *,
@@ -68,7 +68,6 @@ def run(
     """Rewrite the table's data files; the result counters. `before_commit(table)` is a
     hook tests use to commit concurrently between writing and committing."""
     started = time.monotonic()
-    configure(spark)
     table = catalog.load_table(options.table)
     check_spark_readable(table.metadata.schema().fields)  # every column is rewritten
     rules = _plan_rules(table, options)
@@ -97,7 +96,7 @@ def run(
         if not groups:
             break
         conflicts = _rewrite(
-            spark,
+            configure(session_of(source)),  # started only for groups to rewrite
             table,
             plan,
             groups,

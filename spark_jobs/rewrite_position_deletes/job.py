@@ -69,7 +69,7 @@ from spark_jobs.committing.batches import cleanup_on_failure, commit_batches, de
 from spark_jobs.committing.rewrite import DeleteRewrite
 from spark_jobs.common.errors import JobError
 from spark_jobs.common.progress import size
-from spark_jobs.common.session import configure
+from spark_jobs.common.session import SessionSource, configure, session_of
 from spark_jobs.planning.binpack import bin_pack
 from spark_jobs.planning.sizes import FileSizeBounds
 from spark_jobs.planning.where import parse_where
@@ -140,13 +140,12 @@ class _Plan:
 
 
 def run(
-    spark: SparkSession, catalog: Catalog, options: RewritePositionDeletesOptions
+    source: SessionSource, catalog: Catalog, options: RewritePositionDeletesOptions
 ) -> dict[str, Any]:
     """Plan, write and commit; after a conflict plan again from the new table state (all of
     it, or with partial progress only the partitions whose commit conflicted), at most
     `max_attempts` times."""
     started = time.monotonic()
-    configure(spark)
     sizes = FileSizeBounds.of(
         options.target_file_size_bytes, options.min_file_size_bytes, options.max_file_size_bytes
     )
@@ -157,7 +156,7 @@ def run(
     for attempt in range(1, options.max_attempts + 1):
         table = catalog.load_table(options.table)
         try:
-            failed = rewrite_once(spark, table, options, sizes, where, result=result, only=pending)
+            failed = rewrite_once(source, table, options, sizes, where, result=result, only=pending)
         except CommitConflictError as exc:  # without partial progress: nothing committed
             conflicts.append(str(exc))
             if attempt == options.max_attempts:
@@ -288,7 +287,7 @@ Failed = list[tuple[list[PartitionKey], str]]
 
 
 def rewrite_once(
-    spark: SparkSession,
+    source: SessionSource,
     table: Table,
     options: RewritePositionDeletesOptions,
     sizes: FileSizeBounds,
@@ -299,7 +298,7 @@ def rewrite_once(
 ) -> Failed:
     """One plan, write and commit(s), adding what was committed to `result`. Returns the
     batches whose commit conflicted (partial progress; without it the conflict is raised)
-    as their partitions and the conflict."""
+    as their partitions and the conflict. Spark is started only for files to write."""
     state = live_state(table)
     if state is None:
         result["status"] = "empty-table"
@@ -335,11 +334,13 @@ def rewrite_once(
     ):
         to_dvs = [g for g in chosen.of_kind(equality=False) if g.into_dvs]
         if to_dvs:
+            spark = configure(session_of(source))
             _write_dvs(spark, run, state, groups=to_dvs, batches=batches, written=written)
         if len(to_dvs) < len(chosen.of_kind(equality=False)):
+            spark = configure(session_of(source))
             _write_positions(spark, run, table, state=state, chosen=chosen, sizes=sizes)
         if chosen.of_kind(equality=True):
-            _write_equalities(spark, run, table, chosen=chosen)
+            _write_equalities(configure(session_of(source)), run, table, chosen=chosen)
         groups = {g.index: g.key for g in chosen.groups}
         for f, g in finish(run, groups):
             written[g].append(f)

@@ -276,6 +276,20 @@ class ConvertEqualityDeletesOptions(JobOptions):
     """Replace equality deletes with position deletes naming the rows they delete."""
 
     table: str = required(TABLE, _TABLE_HELP)
+    driver_max_bytes: int = option(
+        512 * MIB,
+        SIZE,
+        "data files' key columns up to this size are matched in the driver's own threads, "
+        "without starting Spark (0: always in Spark tasks)",
+        title="Match in the driver up to",
+    )
+    task_max_keys: int = option(
+        4_000_000,
+        integer(0),
+        "equality delete keys up to this many are matched inside each task, which holds them "
+        "all; more are joined by Spark with a shuffle",
+        title="Keys held per task",
+    )
     max_attempts: int = _max_attempts()  # type: ignore[assignment]
 
 

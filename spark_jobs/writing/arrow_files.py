@@ -397,7 +397,8 @@ def kept_files(io: FileIO, location: str, reported: Sequence[Any]) -> dict[str, 
     """The files the successful task attempts reported (`written_batch` rows), sorted by
     location, with their metrics as `DataFile` keyword values; every other file below
     `location` (failed or duplicate attempts) is deleted."""
-    kept = {row["location"]: decode(json.loads(row["metrics"])) for row in sorted(reported)}
+    rows = sorted(reported, key=lambda row: row["location"])
+    kept = {row["location"]: decode(json.loads(row["metrics"])) for row in rows}
     _delete_strays(io, location, list(kept))
     return kept
 

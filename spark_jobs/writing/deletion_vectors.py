@@ -71,7 +71,7 @@ _LEGACY = (
     NestedField(DELETE_POS.field_id, POS, LongType()),
 )
 # What a task reports per DV: its Puffin file and that file's size, its blob, its data file.
-_ARROW_REPORT = pa.schema(
+_REPORT_SCHEMA = pa.schema(
     [
         pa.field("location", pa.string(), False),
         pa.field("size", pa.int64(), False),
@@ -81,10 +81,10 @@ _ARROW_REPORT = pa.schema(
         pa.field("referenced", pa.string(), False),
     ]
 )
-_REPORT = T.StructType(
+DV_REPORT = T.StructType(
     [
         T.StructField(f.name, T.StringType() if f.type == pa.string() else T.LongType(), False)
-        for f in _ARROW_REPORT
+        for f in _REPORT_SCHEMA
     ]
 )
 _SUFFIX = "-deletes.puffin"
@@ -163,10 +163,21 @@ def write_deletion_vectors(
             "dvs": _previous_dvs(targets),
         }
     )
-    reported = rows.mapInArrow(partial(_write_task, payload=payload), _REPORT).collect()
-    added = [_entry(row.asDict(), targets) for row in reported]
+    reported = rows.mapInArrow(partial(_write_task, payload=payload), DV_REPORT).collect()
+    return written_dvs(run.io, location, [row.asDict() for row in reported], targets)
+
+
+def written_dvs(
+    io: FileIO,
+    location: str,
+    reported: Sequence[Mapping[str, Any]],
+    targets: Mapping[str, DVTarget],
+) -> WrittenDVs:
+    """The DVs the successful tasks reported (`dv_reports` rows) below `location`, as manifest
+    entries; Puffin files of failed or duplicate attempts are deleted."""
+    added = [_entry(row, targets) for row in reported]
     added.sort(key=lambda f: (f.file_path, f.content_offset or 0))
-    _delete_strays(run.io, location, {f.file_path for f in added})
+    _delete_strays(io, location, {f.file_path for f in added})
     return WrittenDVs(added, targets)
 
 
@@ -251,7 +262,7 @@ def _delete_strays(io: FileIO, location: str, kept: set[str]) -> None:
 # In the tasks ---------------------------------------------------------------------------------
 
 
-class _TaskWriter:
+class PuffinTaskWriter:
     """The Puffin files of one task, one per bucket, and the DV of the data file at hand."""
 
     def __init__(
@@ -314,7 +325,7 @@ def _write_task(batches: Iterator[pa.RecordBatch], payload: str) -> Iterator[pa.
     cheap_cache_invalidation()
     plan = json.loads(payload)
     io = worker_io(plan["io"])
-    writer = _TaskWriter(plan["location"], io, plan["buckets"], plan["dvs"])
+    writer = PuffinTaskWriter(plan["location"], io, plan["buckets"], plan["dvs"])
     try:
         for batch in batches:
             for path, positions, new in _runs(batch):
@@ -324,11 +335,16 @@ def _write_task(batches: Iterator[pa.RecordBatch], payload: str) -> Iterator[pa.
         writer.abort()
         raise
     if written:
-        columns = list(zip(*written, strict=True))
-        yield pa.RecordBatch.from_arrays(
-            [pa.array(c, f.type) for c, f in zip(columns, _ARROW_REPORT, strict=True)],
-            schema=_ARROW_REPORT,
-        )
+        yield dv_reports(written)
+
+
+def dv_reports(written: Sequence[tuple[str, int, int, int, int, str]]) -> pa.RecordBatch:
+    """What a task reports of the DVs it wrote (`PuffinTaskWriter.close`), one row each."""
+    columns = list(zip(*written, strict=True)) or [[] for _ in _REPORT_SCHEMA]
+    return pa.RecordBatch.from_arrays(
+        [pa.array(c, f.type) for c, f in zip(columns, _REPORT_SCHEMA, strict=True)],
+        schema=_REPORT_SCHEMA,
+    )
 
 
 def _runs(batch: pa.RecordBatch) -> Iterator[tuple[str, np.ndarray, bool]]:

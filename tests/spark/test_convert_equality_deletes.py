@@ -84,22 +84,25 @@ def _convert_and_check(
     duck: duckdb.DuckDBPyConnection,
     *,
     duck_before: bool = True,
+    route: str = "driver",
 ) -> None:
-    """Convert the table's equality deletes; every reader sees the same rows after, no
-    equality delete is live, and the new files and their sequence numbers are right."""
+    """Convert the table's equality deletes (matching where `route` says); every reader sees
+    the same rows after, no equality delete is live, and the new files and their sequence
+    numbers are right."""
     table = catalog.load_table(TABLE)
     before_files = live(table)
     assert before_files[FileContent.EQUALITY_DELETES]
     expected = rows(table, duck if duck_before else None)
     start = table.metadata.current_snapshot()
 
-    result = convert_equality_deletes(spark, catalog, ConvertEqualityDeletesOptions(TABLE))
+    result = convert_equality_deletes(spark, catalog, ROUTES[route])
 
     table = catalog.load_table(TABLE)
     after_files = live(table)
     assert not after_files[FileContent.EQUALITY_DELETES]
     assert rows(table, duck) == expected  # PyIceberg included: no equality delete is live
     assert result["status"] == "committed" and result["attempts"] == 1
+    assert result["matched_in"] == route
     assert result["removed_equality_delete_files"] == len(
         before_files[FileContent.EQUALITY_DELETES]
     )
@@ -116,22 +119,47 @@ def _convert_and_check(
     assert again["status"] == "no-equality-deletes"
 
 
+# Where the matching runs: the driver's threads (small key columns, the default here), Python
+# tasks in Spark, or Spark's join (more delete keys than a task holds).
+ROUTES = {
+    "driver": ConvertEqualityDeletesOptions(TABLE),
+    "spark-tasks": ConvertEqualityDeletesOptions(TABLE, driver_max_bytes=0),
+    "spark-join": ConvertEqualityDeletesOptions(TABLE, task_max_keys=0),
+}
+
+
 @pytest.mark.parametrize(
-    ("partition_by", "respec"),
-    [(None, None), ("bucket(3, id)", "ts:day"), ("day(ts)", None)],
-    ids=["unpartitioned", "two-specs", "global-deletes"],
+    ("partition_by", "respec", "route"),
+    [
+        (None, None, "driver"),
+        (None, None, "spark-join"),
+        ("bucket(3, id)", "ts:day", "driver"),
+        ("bucket(3, id)", "ts:day", "spark-tasks"),
+        ("bucket(3, id)", "ts:day", "spark-join"),
+        ("day(ts)", None, "spark-tasks"),
+    ],
+    ids=[
+        "unpartitioned",
+        "unpartitioned-join",
+        "two-specs",
+        "two-specs-tasks",
+        "two-specs-join",
+        "global-deletes-tasks",
+    ],
 )
 def test_conversion_keeps_rows(
     spark: SparkSession,
     catalog: SqlCatalog,
     duck: duckdb.DuckDBPyConnection,
+    *,
     partition_by: str | None,
     respec: str | None,
+    route: str,
 ) -> None:
     """Optional keys (null keys in the unpartitioned case, where a null deletes a null)."""
     build(spark, catalog, 4, partition_by, seed=7, respec=respec, size=20)
     # Before: DuckDB trips over the spec change's null partition values (see delete_tables).
-    _convert_and_check(spark, catalog, duck, duck_before=respec is None)
+    _convert_and_check(spark, catalog, duck, duck_before=respec is None, route=route)
 
 
 def test_required_keys(

@@ -70,14 +70,24 @@ def expect(table: Table, duck: duckdb.DuckDBPyConnection, model: list[tuple[Any,
     assert rows(table, duck) == Counter(model)
 
 
-def convert(spark: SparkSession, catalog: SqlCatalog) -> dict[str, Any]:
-    result = convert_equality_deletes(spark, catalog, ConvertEqualityDeletesOptions(table=TABLE))
+# Where the conversion matches (see test_convert_equality_deletes.ROUTES).
+ROUTES = {
+    "driver": ConvertEqualityDeletesOptions(table=TABLE),
+    "spark-tasks": ConvertEqualityDeletesOptions(table=TABLE, driver_max_bytes=0),
+    "spark-join": ConvertEqualityDeletesOptions(table=TABLE, task_max_keys=0),
+}
+
+
+def convert(spark: SparkSession, catalog: SqlCatalog, route: str = "driver") -> dict[str, Any]:
+    result = convert_equality_deletes(spark, catalog, ROUTES[route])
     assert result["status"] == "committed"
+    assert result["matched_in"] == route
     return result
 
 
+@pytest.mark.parametrize("route", ["driver", "spark-join"])
 def test_ingest_and_conversion_write_one_merged_dv_per_data_file(
-    spark: SparkSession, catalog: SqlCatalog, duck: duckdb.DuckDBPyConnection
+    spark: SparkSession, catalog: SqlCatalog, duck: duckdb.DuckDBPyConnection, route: str
 ) -> None:
     model: list[tuple[Any, ...]] = []
     # Keys 4 and 5 (one per bucket) are superseded within the batch: DVs on the batch's
@@ -101,7 +111,7 @@ def test_ingest_and_conversion_write_one_merged_dv_per_data_file(
     model_apply(model, second)
     expect(table, duck, model)
 
-    done = convert(spark, catalog)
+    done = convert(spark, catalog, route)
     assert done["added_position_delete_files"] == 0 and done["added_deletion_vectors"] == 2
     assert done["replaced_deletion_vectors"] == 2  # both first-batch files had one already
     table.refresh()
@@ -144,7 +154,7 @@ def test_upgraded_table_gets_dvs_for_legacy_position_deletes_and_loses_dangling_
     model_apply(model, second)
     # The bucket-0 file's DV takes its legacy file's position (key 4's first row), which it
     # replaces; the bucket-1 file keeps its legacy file.
-    done = convert(spark, catalog)
+    done = convert(spark, catalog, "spark-tasks")
     assert done["replaced_position_delete_files"] == 1
     table.refresh()
     left = [e.data_file for e in live(table)[POSITIONS]]

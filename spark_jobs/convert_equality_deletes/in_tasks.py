@@ -1,0 +1,226 @@
+"""Equality deletes matched and written as position deletes or DVs inside Python tasks, or in
+the driver's own threads when the key columns are small.
+
+    written = convert_in_tasks(work, spark=session_or_none)  # files in work.run
+
+Most of a conversion is one look-up: each data row's key against the keys of the equality
+deletes paired with its file. Done in Arrow (`reading.live_batches.LiveBatches.
+equality_deleted`: one `is_in` for a single key column, a null-safe semi-join for several),
+only the key columns are read and no row crosses into the JVM. The task that finds a data
+file's positions also writes them: a position delete file per task and partition group, its
+rows sorted by (`file_path`, `pos`) because a bin's data files are taken in path order and
+positions come out ascending; or (format v3) a DV per data file, merged with the positions
+its current DV or legacy position delete files already delete, in one Puffin file per task.
+
+Where the bins run: with a session, one Spark task each (Spark schedules and retries them);
+without, on a thread pool in the driver. A conversion of a table whose key columns are a few
+hundred megabytes is done before a SparkContext would have started, so the job does not
+start one then (`spark_jobs.common.session.OnDemandSession`).
+
+Bins: a partition group's data files in path order, cut into runs of about the same key
+bytes, at least as many runs overall as there are workers, so a one-partition table still
+keeps every core busy.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from functools import partial
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+from pyspark.sql import SparkSession
+
+from icecore.data.arrow_schema import arrow_schema
+from icecore.spec.manifest import DataFile, content_key
+from icecore.spec.types import NestedField
+from spark_jobs.common.worker import cheap_cache_invalidation, worker_io
+from spark_jobs.reading.live_batches import DataRef, DeleteRef, LiveBatches
+from spark_jobs.writing.arrow_files import TaskWriter, WritePlan, kept_files, written_batch
+from spark_jobs.writing.deletion_vectors import (
+    DV_REPORT,
+    DVTarget,
+    PuffinTaskWriter,
+    WrittenDVs,
+    dv_reports,
+    written_dvs,
+)
+from spark_jobs.writing.files import POSITION_DELETE_SCHEMA, FileSet, RunFiles
+from spark_jobs.writing.grouped_deletes import GROUP, GroupLayout
+from spark_jobs.writing.metrics import MetricsConfig
+
+MAX_BIN_BYTES = 256 * 1024 * 1024  # key-column bytes one task reads at most
+_DV_DIRECTORY = "deletion-vectors"
+_WHOLE_FILE = 2**62
+
+
+@dataclass(frozen=True)
+class Target:
+    """A data file some equality deletes apply to: its scan task's pieces the task needs."""
+
+    file: DataFile
+    sequence_number: int
+    group: int
+    equality: tuple[DataFile, ...]
+    previous: tuple[DataFile, ...] = ()  # v3: the position deletes and DV a new DV merges
+
+
+@dataclass(frozen=True)
+class Work:
+    """One conversion's matching and writing: the targets, what their files hold, where the
+    files go."""
+
+    run: RunFiles
+    key_fields: Sequence[NestedField]
+    targets: Sequence[Target]
+    groups: Mapping[int, tuple[int, tuple[Any, ...]]]
+    deletion_vectors: bool
+
+
+def key_bytes(file: DataFile, field_ids: Sequence[int]) -> int:
+    """The bytes of `file` a match reads: its key columns' (from the manifest's column sizes),
+    the whole file when they are not recorded."""
+    sizes = file.column_sizes or {}
+    if all(i in sizes for i in field_ids):
+        return sum(sizes[i] for i in field_ids)
+    return file.file_size_in_bytes
+
+
+def convert_in_tasks(work: Work, *, spark: SparkSession | None) -> WrittenDVs:
+    """Match and write, in Spark tasks with a session, else in the driver's threads: position
+    delete files go into `work.run` (one `_group=` directory per group); DVs are returned."""
+    workers = spark.sparkContext.defaultParallelism if spark is not None else os.cpu_count() or 1
+    bins = _bins(work, workers)
+    file_set = FileSet.position_deletes(work.run.metadata.spec(), GroupLayout(work.groups))
+    location = work.run.location_of(file_set)
+    if work.deletion_vectors:
+        location = f"{work.run.location}/{_DV_DIRECTORY}"
+    plan = WritePlan.of(
+        location=location,
+        schema=POSITION_DELETE_SCHEMA,
+        all_optional=False,
+        metrics=MetricsConfig.full(),
+        data_columns=[f.name for f in POSITION_DELETE_SCHEMA.fields],
+        partition_names=[],
+        io_properties=work.run.io_properties,
+        table_properties=work.run.metadata.properties,
+        max_records=None,
+        target_bytes=None,
+    )
+    spec = {
+        "plan": plan.to_json(),
+        "fields": [f.to_json() for f in work.key_fields],
+        "dvs": work.deletion_vectors,
+    }
+    reported: list[dict[str, Any]] = []
+    if bins and spark is None:
+        with ThreadPoolExecutor(min(workers, len(bins)), "icefloe-convert") as pool:
+            for batch in pool.map(partial(_convert_bin, spec=spec), bins):
+                reported.extend(batch.to_pylist())
+    elif bins:
+        payload = json.dumps({**spec, "bins": bins})
+        report = DV_REPORT if work.deletion_vectors else "location string, metrics string"
+        ids = spark.range(0, len(bins), 1, numPartitions=len(bins))
+        rows = ids.mapInArrow(partial(_task, payload=payload), report).collect()
+        reported = [r.asDict() for r in rows]
+    if work.deletion_vectors:
+        targets = {t.file.file_path: DVTarget(t.file, t.previous) for t in work.targets}
+        return written_dvs(work.run.io, location, reported, targets)
+    work.run.add(file_set, kept_files(work.run.io, location, reported))
+    return WrittenDVs([], {})
+
+
+def _bins(work: Work, workers: int) -> list[dict[str, Any]]:
+    """Each group's targets in path order, in runs of about equal key bytes."""
+    ids = [f.field_id for f in work.key_fields]
+    by_group: dict[int, list[Target]] = {}
+    for t in sorted(work.targets, key=lambda t: t.file.file_path):
+        by_group.setdefault(t.group, []).append(t)
+    total = sum(key_bytes(t.file, ids) for t in work.targets)
+    per_bin = min(MAX_BIN_BYTES, max(1, math.ceil(total / max(1, workers))))
+    bins = []
+    for group, targets in sorted(by_group.items()):
+        refs: dict[str, int] = {}
+        deletes: list[dict[str, Any]] = []
+        current: list[dict[str, Any]] = []
+        used = 0
+        for t in targets:
+            indexes = []
+            for d in (*t.equality, *t.previous):
+                key = content_key(d)
+                if key not in refs:
+                    refs[key] = len(deletes)
+                    deletes.append(DeleteRef.of(d).__dict__)
+                indexes.append(refs[key])
+            whole = DataRef(
+                t.file.file_path, 0, _WHOLE_FILE, t.sequence_number, None, tuple(indexes)
+            )
+            current.append(whole.__dict__)
+            used += key_bytes(t.file, ids)
+            if used >= per_bin:
+                bins.append({"group": group, "data": current, "deletes": deletes})
+                current, used = [], 0
+        if current:
+            bins.append({"group": group, "data": current, "deletes": deletes})
+    return bins
+
+
+def _task(batches: Iterator[pa.RecordBatch], payload: str) -> Iterator[pa.RecordBatch]:
+    cheap_cache_invalidation()
+    spec = json.loads(payload)
+    for batch in batches:
+        for index in batch.column(0).to_pylist():
+            yield _convert_bin(spec["bins"][index], spec)
+
+
+def _convert_bin(work: dict[str, Any], spec: dict[str, Any]) -> pa.RecordBatch:
+    """Find one bin's deleted positions and write them; what the task wrote."""
+    plan = WritePlan.from_json(spec["plan"])
+    fields = [NestedField.from_json(f) for f in spec["fields"]]
+    data = [DataRef.from_json(d) for d in work["data"]]
+    deletes = [DeleteRef.from_json(d) for d in work["deletes"]]
+    # One reader: its equality look-up reads only the equality deletes of a data file, its
+    # `deleted_positions` only the position deletes and DV.
+    reader = LiveBatches(
+        worker_io(plan.io),
+        fields,
+        arrow_schema(fields, all_optional=True),
+        deletes,
+        [d.path for d in data],
+    )
+    if spec["dvs"]:
+        return _write_dvs(data, reader, plan)
+    writer = TaskWriter(plan)
+    directory = f"{GROUP}={work['group']}"
+    try:
+        for ref in data:
+            positions = reader.equality_deleted(ref)
+            if positions.size:
+                paths = pa.array([ref.path], pa.string()).take(np.zeros(positions.size, np.int64))
+                rows = pa.Table.from_arrays([paths, pa.array(positions)], schema=writer.schema)
+                writer.add(directory, rows)
+        return written_batch(writer.close())
+    except BaseException:
+        writer.abort()
+        raise
+
+
+def _write_dvs(data: Sequence[DataRef], reader: LiveBatches, plan: WritePlan) -> pa.RecordBatch:
+    """A DV for every data file with newly deleted positions, holding its old ones too."""
+    writer = PuffinTaskWriter(plan.location, worker_io(plan.io), {}, {})
+    try:
+        for ref in data:
+            positions = reader.equality_deleted(ref)
+            if positions.size:
+                old = reader.deleted_positions(ref)
+                writer.add(ref.path, np.concatenate([positions, old]), True)
+        return dv_reports(writer.close())
+    except BaseException:
+        writer.abort()
+        raise
