@@ -17,9 +17,9 @@ without, on a thread pool in the driver. A conversion of a table whose key colum
 hundred megabytes is done before a SparkContext would have started, so the job does not
 start one then (`spark_jobs.common.session.OnDemandSession`).
 
-Bins: a partition group's data files in path order, cut into runs of about the same key
+Bins: the data files in (partition group, path) order, cut into runs of about the same key
 bytes, at least as many runs overall as there are workers, so a one-partition table still
-keeps every core busy.
+keeps every core busy, and many small partitions share a task.
 """
 
 from __future__ import annotations
@@ -137,37 +137,31 @@ def convert_in_tasks(work: Work, *, spark: SparkSession | None) -> WrittenDVs:
 
 
 def _bins(work: Work, workers: int) -> list[dict[str, Any]]:
-    """Each group's targets in path order, in runs of about equal key bytes."""
+    """The targets in (group, path) order, in runs of about equal key bytes: a bin may span
+    groups (one position delete file each), so many small partitions do not make as many
+    tasks."""
     ids = [f.field_id for f in work.key_fields]
-    by_group: dict[int, list[Target]] = {}
-    for t in sorted(work.targets, key=lambda t: t.file.file_path):
-        by_group.setdefault(t.group, []).append(t)
     total = sum(key_bytes(t.file, ids) for t in work.targets)
     per_bin = min(MAX_BIN_BYTES, max(1, math.ceil(total / max(1, workers))))
-    bins = []
-    for group, targets in sorted(by_group.items()):
-        refs: dict[str, int] = {}
-        deletes: list[dict[str, Any]] = []
-        current: list[dict[str, Any]] = []
-        used = 0
-        for t in targets:
-            indexes = []
-            for d in (*t.equality, *t.previous):
-                key = content_key(d)
-                if key not in refs:
-                    refs[key] = len(deletes)
-                    deletes.append(DeleteRef.of(d).__dict__)
-                indexes.append(refs[key])
-            whole = DataRef(
-                t.file.file_path, 0, _WHOLE_FILE, t.sequence_number, None, tuple(indexes)
-            )
-            current.append(whole.__dict__)
-            used += key_bytes(t.file, ids)
-            if used >= per_bin:
-                bins.append({"group": group, "data": current, "deletes": deletes})
-                current, used = [], 0
-        if current:
-            bins.append({"group": group, "data": current, "deletes": deletes})
+    bins: list[dict[str, Any]] = []
+    used = per_bin
+    for t in sorted(work.targets, key=lambda t: (t.group, t.file.file_path)):
+        if used >= per_bin:
+            bins.append({"groups": [], "data": [], "deletes": []})
+            refs: dict[str, int] = {}
+            used = 0
+        current = bins[-1]
+        indexes = []
+        for d in (*t.equality, *t.previous):
+            key = content_key(d)
+            if key not in refs:
+                refs[key] = len(current["deletes"])
+                current["deletes"].append(DeleteRef.of(d).__dict__)
+            indexes.append(refs[key])
+        whole = DataRef(t.file.file_path, 0, _WHOLE_FILE, t.sequence_number, None, tuple(indexes))
+        current["data"].append(whole.__dict__)
+        current["groups"].append(t.group)
+        used += key_bytes(t.file, ids)
     return bins
 
 
@@ -197,14 +191,13 @@ def _convert_bin(work: dict[str, Any], spec: dict[str, Any]) -> pa.RecordBatch:
     if spec["dvs"]:
         return _write_dvs(data, reader, plan)
     writer = TaskWriter(plan)
-    directory = f"{GROUP}={work['group']}"
     try:
-        for ref in data:
+        for ref, group in zip(data, work["groups"], strict=True):
             positions = reader.equality_deleted(ref)
             if positions.size:
                 paths = pa.array([ref.path], pa.string()).take(np.zeros(positions.size, np.int64))
                 rows = pa.Table.from_arrays([paths, pa.array(positions)], schema=writer.schema)
-                writer.add(directory, rows)
+                writer.add(f"{GROUP}={group}", rows)
         return written_batch(writer.close())
     except BaseException:
         writer.abort()

@@ -262,12 +262,17 @@ def test_convert_equality_deletes_races_cdc(
             raced.append(model.ingest(spark, other) if real else model.commit(other))
             return raced[0]
 
+        # Racing its Spark work needs Spark tasks; at the swap, the driver's own threads.
+        during_write = n % 2 == 0
+        options = ConvertEqualityDeletesOptions(TABLE)
+        if during_write:
+            options = ConvertEqualityDeletesOptions(TABLE, driver_max_bytes=0)
         outcome, where = race(
             spark,
             catalog,
-            lambda: convert_equality_deletes(spark, catalog, ConvertEqualityDeletesOptions(TABLE)),
+            lambda options=options: convert_equality_deletes(spark, catalog, options),
             racer,
-            during_write=n % 2 == 0,
+            during_write=during_write,
         )
         result = result_of(outcome)
         places[where] += 1

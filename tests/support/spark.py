@@ -30,6 +30,8 @@ def spark() -> Iterator[SparkSession]:
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.default.parallelism", "2")
         .config("spark.driver.memory", "2g")
+        # Full JIT for this long-lived JVM, whatever SPARK_CONF_DIR gives short-lived ones.
+        .config("spark.driver.extraJavaOptions", "")
         .getOrCreate()
     )
     session.sparkContext.setLogLevel("ERROR")
