@@ -2,7 +2,8 @@
 SQLite catalog per test. Tables are small (a few CDC batches) so each job takes seconds.
 
 The self-optimizing DAG gets a table with small files, equality deletes and position deletes
-and must leave it healthy (no deletes, compacted files, nothing due) with the same rows.
+behind a REST catalog and must leave it healthy (no deletes, compacted files, nothing due)
+with the same rows; the fleet DAG does the same on a SQL catalog (test_fleet_heals.py).
 """
 
 from __future__ import annotations
@@ -105,48 +106,6 @@ def _optimize_dag(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, yaml: str) ->
     return load_dag(DAGS / "icefloe_self_optimizing.py", optimize_dag_id(TABLE))
 
 
-def test_self_optimizing_dag_heals_an_unhealthy_table(
-    spark: SparkSession,
-    catalog: Catalog,
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    ingest_cdc(spark, catalog, TABLE, 4, size=30, seed=5)
-    before = _live(catalog, TABLE)
-    assert before["equality"] >= 3 and before["position"] >= 1 and before["data"] >= 4, before
-    rows = table_rows(catalog.load_table(TABLE))
-    dag = _optimize_dag(
-        tmp_path,
-        monkeypatch,
-        f"tables:\n  - table: {TABLE}\n    schedule: asset\n"
-        "    thresholds: {minor_file_count: 3}\n",
-    )
-    assert dag.max_active_runs == 1
-    assert dag.schedule == [table_asset(TABLE)]
-
-    run = dag.test()
-
-    states = task_states(run)
-    group = "self_optimizing."
-    ran = ["convert_equality_deletes", "rewrite_position_deletes", "rewrite_data_files"]
-    for job in [*ran, "remove_orphan_files"]:
-        assert states[group + job] == "success", states
-    # Fresh snapshots: expiry is not due (max_snapshot_age 5d), so it alone is skipped.
-    assert states[group + "expire_snapshots"] == "skipped", states
-    assert states[group + "health_after"] == "success", states
-    due_before = [d["job"] for d in task_result(run, group + "health")["due"]]
-    assert due_before == [*ran, "remove_orphan_files"]
-    after = task_result(run, group + "health_after")
-    assert after["due"] == []
-    assert after["score"] > task_result(run, group + "health")["score"]
-    assert after["health"]["equality_delete_files"] == 0
-    assert after["health"]["position_delete_files"] == 0
-    assert after["health"]["data_files"] < before["data"]
-    table = catalog.load_table(TABLE)
-    assert table_rows(table) == rows
-    assert _live(catalog, TABLE)["equality"] == 0
-
-
 def test_convert_equality_deletes_dag(
     spark: SparkSession,
     catalog: Catalog,
@@ -240,8 +199,10 @@ def test_self_optimizing_dag_heals_a_table_behind_a_rest_catalog(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """The same healing through Iceberg's REST handlers, with the connection a user of the
-    official Iceberg provider already has (type `iceberg`: host, client id and secret)."""
+    """The self-optimizing DAG heals a table with small files, equality and position deletes
+    (the catalog's commits all through Iceberg's REST handlers, with the connection a user of
+    the official Iceberg provider already has: type `iceberg`, host, client id and secret):
+    nothing is due after, the score rose, the rows are the same."""
     server = rest_catalog_server
     extra = {"warehouse": server.warehouse_location, "oauth2-server-uri": server.token_uri,
              "scope": "catalog"}  # fmt: skip
@@ -253,22 +214,38 @@ def test_self_optimizing_dag_heals_a_table_behind_a_rest_catalog(
     catalog.create_namespace(namespace)
     name = f"{namespace}.events"
     ingest_cdc(spark, catalog, name, 4, size=30, seed=5)
+    health = catalog.load_table(name).health().totals
+    before = health.data.files
+    assert health.equality_deletes.files >= 3 and health.position_deletes.files >= 1
+    assert before >= 4
     rows = table_rows(catalog.load_table(name))
     config = tmp_path / "tables.yaml"
     config.write_text(
-        f"tables:\n  - table: {name}\n    thresholds: {{minor_file_count: 3}}\n"
-        "    catalog_name: iceberg_default\n"
+        f"tables:\n  - table: {name}\n    schedule: asset\n"
+        "    thresholds: {minor_file_count: 3}\n    catalog_name: iceberg_default\n"
     )
     monkeypatch.setenv("ICEFLOE_TABLES_CONFIG", str(config))
     server.reset()
-    run = load_dag(DAGS / "icefloe_self_optimizing.py", optimize_dag_id(name)).test()
+    dag = load_dag(DAGS / "icefloe_self_optimizing.py", optimize_dag_id(name))
+    assert dag.max_active_runs == 1
+    assert dag.schedule == [table_asset(name, "iceberg_default")]
+
+    run = dag.test()
 
     states = task_states(run)
     group = "self_optimizing."
-    for job in ("convert_equality_deletes", "rewrite_position_deletes", "rewrite_data_files"):
+    ran = ["convert_equality_deletes", "rewrite_position_deletes", "rewrite_data_files"]
+    for job in [*ran, "remove_orphan_files"]:
         assert states[group + job] == "success", states
+    # Fresh snapshots: expiry is not due (max_snapshot_age 5d), so it alone is skipped.
+    assert states[group + "expire_snapshots"] == "skipped", states
+    due_before = [d["job"] for d in task_result(run, group + "health")["due"]]
+    assert due_before == [*ran, "remove_orphan_files"]
     after = task_result(run, group + "health_after")
     assert after["due"] == [] and after["health"]["equality_delete_files"] == 0
+    assert after["health"]["position_delete_files"] == 0
+    assert after["health"]["data_files"] < before
+    assert after["score"] > task_result(run, group + "health")["score"]
     assert table_rows(catalog.load_table(name)) == rows
     # Every commit went through the REST API, none behind its back.
     path = f"/v1/{server.prefix}/namespaces/{namespace}/tables/events"
