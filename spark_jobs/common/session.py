@@ -68,10 +68,6 @@ class OnDemandSession:
             self._session = get_session(self.app_name)
         return self._session
 
-    @property
-    def started(self) -> bool:
-        return self._session is not None
-
 
 def job_session(app_name: str) -> SessionSource:
     """The session a job run from the command line is given."""

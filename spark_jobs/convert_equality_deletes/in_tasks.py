@@ -4,13 +4,13 @@ the driver's own threads when the key columns are small.
     written = convert_in_tasks(work, spark=session_or_none)  # files in work.run
 
 Most of a conversion is one look-up: each data row's key against the keys of the equality
-deletes paired with its file. Done in Arrow (`reading.live_batches.LiveBatches.
-equality_deleted`: one `is_in` for a single key column, a null-safe semi-join for several),
-only the key columns are read and no row crosses into the JVM. The task that finds a data
-file's positions also writes them: a position delete file per task and partition group, its
-rows sorted by (`file_path`, `pos`) because a bin's data files are taken in path order and
-positions come out ascending; or (format v3) a DV per data file, merged with the positions
-its current DV or legacy position delete files already delete, in one Puffin file per task.
+deletes paired with its file (`reading.live_batches.LiveBatches.equality_deleted`, through
+its `KeySet`). Only the key columns are read and no row crosses into the JVM. The task that
+finds a data file's positions also writes them: a position delete file per task and
+partition group, its rows sorted by (`file_path`, `pos`) because a bin's data files are
+taken in path order and positions come out ascending; or (format v3) a DV per data file,
+merged with the positions its current DV or legacy position delete files already delete, in
+one Puffin file per task.
 
 Where the bins run: with a session, one Spark task each (Spark schedules and retries them);
 without, on a thread pool in the driver. A conversion of a table whose key columns are a few
@@ -42,7 +42,13 @@ from icecore.spec.manifest import DataFile, content_key
 from icecore.spec.types import NestedField
 from spark_jobs.common.worker import cheap_cache_invalidation, worker_io
 from spark_jobs.reading.live_batches import DataRef, DeleteRef, LiveBatches
-from spark_jobs.writing.arrow_files import TaskWriter, WritePlan, kept_files, written_batch
+from spark_jobs.writing.arrow_files import (
+    WRITTEN,
+    TaskWriter,
+    WritePlan,
+    kept_files,
+    written_batch,
+)
 from spark_jobs.writing.deletion_vectors import (
     DV_REPORT,
     DVTarget,
@@ -125,7 +131,7 @@ def convert_in_tasks(work: Work, *, spark: SparkSession | None) -> WrittenDVs:
                 reported.extend(batch.to_pylist())
     elif bins:
         payload = json.dumps({**spec, "bins": bins})
-        report = DV_REPORT if work.deletion_vectors else "location string, metrics string"
+        report = DV_REPORT if work.deletion_vectors else WRITTEN
         ids = spark.range(0, len(bins), 1, numPartitions=len(bins))
         rows = ids.mapInArrow(partial(_task, payload=payload), report).collect()
         reported = [r.asDict() for r in rows]

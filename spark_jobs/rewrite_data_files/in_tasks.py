@@ -45,7 +45,13 @@ from spark_jobs.reading.live_batches import DataRef, DeleteRef, LiveBatches
 from spark_jobs.reading.live_files import top_level_fields
 from spark_jobs.reading.live_rows import delete_key
 from spark_jobs.rewrite_data_files.plan import FileGroup
-from spark_jobs.writing.arrow_files import TaskWriter, WritePlan, kept_files, written_batch
+from spark_jobs.writing.arrow_files import (
+    WRITTEN,
+    TaskWriter,
+    WritePlan,
+    kept_files,
+    written_batch,
+)
 from spark_jobs.writing.files import TARGET_FILE_SIZE, FileSet, RunFiles
 from spark_jobs.writing.grouped_deletes import GROUP
 
@@ -96,9 +102,7 @@ def rewrite_in_tasks(
         }
     )
     ids = spark.range(0, len(bins), 1, numPartitions=len(bins))
-    reported = ids.mapInArrow(
-        partial(_rewrite_bins, payload=payload), "location string, metrics string"
-    ).collect()
+    reported = ids.mapInArrow(partial(_rewrite_bins, payload=payload), WRITTEN).collect()
     kept = kept_files(run.io, location, reported)
     run.add(file_set, kept)
     return list(kept)

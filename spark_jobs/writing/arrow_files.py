@@ -336,6 +336,9 @@ def _write_batches(batches: Iterator[pa.RecordBatch], payload: str) -> Iterator[
     yield written_batch(written)
 
 
+WRITTEN = "location string, metrics string"  # the schema of `written_batch`, for Spark
+
+
 def written_batch(written: Sequence[tuple[str, str]]) -> pa.RecordBatch:
     """What a writing task reports: each file's location and its metrics as JSON."""
     return pa.RecordBatch.from_arrays(
@@ -387,9 +390,7 @@ def write_with_arrow(
         max_records=max_records,
         target_bytes=target_bytes,
     ).to_json()
-    reported = prepared.mapInArrow(
-        partial(_write_batches, payload=payload), "location string, metrics string"
-    ).collect()
+    reported = prepared.mapInArrow(partial(_write_batches, payload=payload), WRITTEN).collect()
     return kept_files(io, location, reported)
 
 
