@@ -42,6 +42,7 @@ from icefloe_airflow.fleet.checking import TableCheck
 from icefloe_airflow.fleet.config import Budget
 from icefloe_airflow.health_model import JobDecision, data_rewrite_reason, live_delete_ratio
 from icefloe_airflow.policy import MaintenancePolicy
+from spark_jobs.specs.grammar import describe_size
 
 MAX_WAIT = timedelta(days=30)
 HOUSEKEEPING = ("expire_snapshots", "remove_orphan_files")
@@ -168,13 +169,19 @@ def plan_run(ranked: Sequence[Candidate], budget: Budget) -> RunPlan:
             deferred.append((c, f"over the budget of {budget.max_tables} tables per run"))
         elif budget.max_bytes is not None and c.rewrite_bytes > budget.max_bytes:
             why = (
-                f"rewrites ~{c.rewrite_bytes} bytes, more than the whole budget of "
-                f"{budget.max_bytes} bytes per run; raise max_bytes"
+                f"rewrites ~{describe_size(c.rewrite_bytes)}, more than the whole budget of "
+                f"{describe_size(budget.max_bytes)} per run; raise max_bytes"
             )
             deferred.append((c, why))
         elif budget.max_bytes is not None and used + c.rewrite_bytes > budget.max_bytes:
             left = budget.max_bytes - used
-            deferred.append((c, f"rewrites ~{c.rewrite_bytes} bytes; {left} bytes left"))
+            deferred.append(
+                (
+                    c,
+                    f"rewrites ~{describe_size(c.rewrite_bytes)}; {describe_size(left)} of the "
+                    "run's max_bytes left",
+                )
+            )
         else:
             chosen.append(c)
             used += c.rewrite_bytes
