@@ -71,26 +71,26 @@ def _option(home: Path, section: str, option: str) -> Found | None:
     return Found(value.replace("{AIRFLOW_HOME}", str(home)), f"{path} [{section}] {option}")
 
 
+def _configured(env: str, option: str, warehouse: str | None) -> tuple[Found | None, Path]:
+    """The variable `env`, else `[icefloe] option` of the Airflow home's config; and the home."""
+    if os.environ.get(env):
+        return Found(os.environ[env], f"${env}"), airflow_home(warehouse)
+    home = airflow_home(warehouse)
+    return _option(home, CONFIG_SECTION, option), home
+
+
 def state_uri(warehouse: str | None = None) -> Found | None:
     """The state store the deployment uses; None when there is none yet."""
-    if os.environ.get(STATE_URI_ENV):
-        return Found(os.environ[STATE_URI_ENV], f"${STATE_URI_ENV}")
-    home = airflow_home(warehouse)
-    found = _option(home, CONFIG_SECTION, STATE_URI_OPTION)
-    if found is not None:
-        return found
+    found, home = _configured(STATE_URI_ENV, STATE_URI_OPTION, warehouse)
     default = home / DEFAULT_STATE_FILE
-    if default.is_file():
+    if found is None and default.is_file():
         return Found(f"sqlite:///{default}", f"the Airflow home {home}")
-    return None
+    return found
 
 
 def tables_config(warehouse: str | None = None) -> Found | None:
     """The tables config the deployment's DAGs read; None when there is none."""
-    if os.environ.get(TABLES_CONFIG_ENV):
-        return Found(os.environ[TABLES_CONFIG_ENV], f"${TABLES_CONFIG_ENV}")
-    home = airflow_home(warehouse)
-    found = _option(home, CONFIG_SECTION, TABLES_CONFIG_OPTION)
+    found, home = _configured(TABLES_CONFIG_ENV, TABLES_CONFIG_OPTION, warehouse)
     if found is not None:
         return found
     dags = _option(home, "core", "dags_folder")

@@ -242,25 +242,11 @@ def test_the_trigger_form_runs_a_job_and_the_page_charts_it(demo: Demo) -> None:
     catalog.close()
 
 
-def test_icefloe_health_agrees_with_the_page(demo: Demo) -> None:
-    page = demo.server.get(f"/icefloe/api/tables/{TABLE}", params={"refresh": "true"}).json()
-    icefloe = demo.root / ".venv" / "bin" / "icefloe"
-    done = subprocess.run(
-        [str(icefloe), "health", TABLE, "--warehouse", "warehouse", "--json"],
-        cwd=demo.root,
-        env=shell_env(demo.root.parent),
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=True,
-    )
-    [line] = [json.loads(line) for line in done.stdout.splitlines()]
-    assert [d["job"] for d in line["due"]] == [d["job"] for d in page["due"]]
-    assert line["score"] == page["score"]
-    assert [p["text"] for p in line["penalties"]] == [p["text"] for p in page["penalties"]]
-    # It read the page's state store, which the demo's airflow.cfg names.
-    text = subprocess.run(
-        [str(icefloe), "health", TABLE, "--warehouse", "warehouse"],
+def icefloe(demo: Demo, *args: str) -> str:
+    """The README's `.venv/bin/icefloe ... --warehouse warehouse`, from the checkout in a bare
+    shell; its output."""
+    return subprocess.run(
+        [str(demo.root / ".venv" / "bin" / "icefloe"), *args, "--warehouse", "warehouse"],
         cwd=demo.root,
         env=shell_env(demo.root.parent),
         capture_output=True,
@@ -268,7 +254,16 @@ def test_icefloe_health_agrees_with_the_page(demo: Demo) -> None:
         timeout=120,
         check=True,
     ).stdout
-    assert text.startswith(
+
+
+def test_icefloe_health_agrees_with_the_page(demo: Demo) -> None:
+    page = demo.server.get(f"/icefloe/api/tables/{TABLE}", params={"refresh": "true"}).json()
+    [line] = [json.loads(line) for line in icefloe(demo, "health", TABLE, "--json").splitlines()]
+    assert [d["job"] for d in line["due"]] == [d["job"] for d in page["due"]]
+    assert line["score"] == page["score"]
+    assert [p["text"] for p in line["penalties"]] == [p["text"] for p in page["penalties"]]
+    # It read the page's state store, which the demo's airflow.cfg names.
+    assert icefloe(demo, "health", TABLE).startswith(
         "# run history: warehouse/.airflow/icefloe_state.db (from warehouse/.airflow/airflow.cfg"
     )
 
