@@ -1,0 +1,233 @@
+"""A manifest rewrite executed by Spark tasks, for tables whose entries the driver should not
+hold: the shape of Java's `RewriteManifestsSparkAction` (entries range-partitioned by their
+partition, sorted, written as manifests by the tasks), through DataFrames and `mapInArrow`
+only, so that it runs over Spark Connect as well.
+
+1. Ranges: tasks read the replaced manifests without column metrics (the cheap part of an
+   entry) and return every n-th clustering key, about `SAMPLES_PER_OUTPUT` per output
+   manifest; the driver cuts each group's sorted sample into its output ranges. (Spark's own
+   `repartitionByRange` would sample by reading every entry in full once more.)
+2. Tasks read the manifests again, in full, and emit each live entry (pickled) with its key
+   and its output: the range its key falls in, numbered across groups.
+3. Repartitioned by output and sorted by (output, key) within each partition, the entries
+   reach the writing tasks in clustering order; each output's entries become one manifest
+   (more when a skewed range holds more than the target size) and the tasks return their
+   descriptions, the only thing the driver collects.
+
+What a failed task attempt wrote is referenced by nothing (an orphan, as with any job).
+"""
+
+from __future__ import annotations
+
+import math
+import pickle
+from bisect import bisect_right
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, replace
+from functools import partial
+from itertools import accumulate
+
+import pyarrow as pa
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+
+from icecore.actions.manifest_output import ManifestOutput, write_manifests
+from icecore.actions.rewrite_manifests import ManifestGroup, sort_key
+from icecore.io import FileIO
+from icecore.spec.manifest import DataFile, ManifestEntry, read_manifest
+from icecore.spec.manifest_list import ManifestFile
+from spark_jobs.common.worker import cheap_cache_invalidation, worker_io
+
+SAMPLES_PER_OUTPUT = 100
+READ_BYTES_PER_TASK = 16 * 1024 * 1024  # manifest bytes one reading task reads
+_BATCH_ROWS = 4096
+_SAMPLE = "group int, key binary"
+_ENTRIES = "output int, key binary, entry binary"
+_WRITTEN = "output int, manifest binary"
+
+
+@dataclass(frozen=True)
+class _Group:
+    """What a task needs of a group: where its manifests go, how its entries sort."""
+
+    output: ManifestOutput
+    positions: tuple[int, ...]
+    bytes_per_entry: float
+    target_size_bytes: int
+
+    def key(self) -> Callable[[DataFile], bytes]:
+        return sort_key(self.output.spec, self.output.schema, self.positions)
+
+
+@dataclass(frozen=True)
+class _Work:
+    """Everything the tasks get (pickled into their function)."""
+
+    io: dict[str, str]
+    groups: list[_Group]
+    bins: list[list[tuple[int, ManifestFile]]]  # per reading task: (group, manifest)
+    steps: list[int]  # sampling: every n-th entry of each group
+    boundaries: list[list[bytes]]  # per group: the keys its outputs start at (but the first)
+    offsets: list[int]  # per group: the number of its first output
+
+
+def rewrite_in_spark(
+    spark: SparkSession,
+    io_properties: dict[str, str],
+    groups: Sequence[tuple[ManifestGroup, ManifestOutput]],
+    target_size_bytes: int,
+    written: list[ManifestFile],
+) -> None:
+    """Write every group's new manifests in Spark tasks, appending them to `written` in
+    clustering order."""
+    chosen = [(g, o) for g, o in groups if g.outputs > 0]
+    if not chosen:
+        return
+    task_groups = [
+        _Group(o, g.sort_positions, g.estimated_bytes / max(1, g.live_files), target_size_bytes)
+        for g, o in chosen
+    ]
+    outputs = [g.outputs for g, _ in chosen]
+    work = _Work(
+        io=dict(io_properties),
+        groups=task_groups,
+        bins=_bins([g for g, _ in chosen]),
+        steps=[max(1, g.live_files // (g.outputs * SAMPLES_PER_OUTPUT)) for g, _ in chosen],
+        boundaries=[[] for _ in chosen],
+        offsets=[0, *accumulate(outputs)][:-1],
+    )
+    if any(n > 1 for n in outputs):
+        work = _with_boundaries(spark, work, outputs)
+    tasks = spark.range(0, len(work.bins), 1, numPartitions=len(work.bins))
+    entries = tasks.mapInArrow(partial(_read_task, payload=pickle.dumps(work)), _ENTRIES)
+    rows = (
+        entries.repartition(sum(outputs), "output")
+        .sortWithinPartitions("output", "key")
+        .mapInArrow(partial(_write_task, payload=pickle.dumps(work)), _WRITTEN)
+        .withColumn("n", F.monotonically_increasing_id())
+        .collect()
+    )
+    for row in sorted(rows, key=lambda r: (r["output"], r["n"])):
+        written.append(pickle.loads(row["manifest"]))
+
+
+def _bins(groups: Sequence[ManifestGroup]) -> list[list[tuple[int, ManifestFile]]]:
+    """The manifests in runs of about `READ_BYTES_PER_TASK`, one reading task each."""
+    bins: list[list[tuple[int, ManifestFile]]] = [[]]
+    used = 0
+    for index, group in enumerate(groups):
+        for manifest in group.manifests:
+            if bins[-1] and used + manifest.manifest_length > READ_BYTES_PER_TASK:
+                bins.append([])
+                used = 0
+            bins[-1].append((index, manifest))
+            used += manifest.manifest_length
+    return bins
+
+
+def _with_boundaries(spark: SparkSession, work: _Work, outputs: list[int]) -> _Work:
+    tasks = spark.range(0, len(work.bins), 1, numPartitions=len(work.bins))
+    sampled = tasks.mapInArrow(partial(_sample_task, payload=pickle.dumps(work)), _SAMPLE)
+    keys: list[list[bytes]] = [[] for _ in outputs]
+    for row in sampled.collect():
+        keys[row["group"]].append(bytes(row["key"]))
+    boundaries = []
+    for sample, n in zip(keys, outputs, strict=True):
+        sample.sort()
+        boundaries.append([sample[i * len(sample) // n] for i in range(1, n)] if sample else [])
+    return replace(work, boundaries=boundaries)
+
+
+def _entries(
+    io: FileIO, work: _Work, index: int, metrics: bool
+) -> Iterator[tuple[int, ManifestEntry]]:
+    for group, manifest in work.bins[index]:
+        spec = work.groups[group].output.spec
+        for entry in read_manifest(
+            io, manifest, spec=spec, include_metrics=metrics, live_only=True
+        ):
+            yield group, entry
+
+
+def _sample_task(batches: Iterator[pa.RecordBatch], payload: bytes) -> Iterator[pa.RecordBatch]:
+    cheap_cache_invalidation()
+    work: _Work = pickle.loads(payload)
+    io = worker_io(work.io)
+    keys = [g.key() for g in work.groups]
+    for batch in batches:
+        for index in batch.column(0).to_pylist():
+            seen = [0] * len(work.groups)
+            groups, sample = [], []
+            for group, entry in _entries(io, work, index, metrics=False):
+                if seen[group] % work.steps[group] == 0:
+                    groups.append(group)
+                    sample.append(keys[group](entry.data_file))
+                seen[group] += 1
+            yield pa.RecordBatch.from_pydict(
+                {"group": pa.array(groups, pa.int32()), "key": pa.array(sample, pa.binary())}
+            )
+
+
+def _read_task(batches: Iterator[pa.RecordBatch], payload: bytes) -> Iterator[pa.RecordBatch]:
+    cheap_cache_invalidation()
+    work: _Work = pickle.loads(payload)
+    io = worker_io(work.io)
+    keys = [g.key() for g in work.groups]
+    for batch in batches:
+        for index in batch.column(0).to_pylist():
+            rows: tuple[list, list, list] = ([], [], [])
+            for group, entry in _entries(io, work, index, metrics=True):
+                key = keys[group](entry.data_file)
+                rows[0].append(work.offsets[group] + bisect_right(work.boundaries[group], key))
+                rows[1].append(key)
+                rows[2].append(pickle.dumps(entry, pickle.HIGHEST_PROTOCOL))
+                if len(rows[0]) >= _BATCH_ROWS:
+                    yield _entry_batch(*rows)
+                    rows = ([], [], [])
+            if rows[0]:
+                yield _entry_batch(*rows)
+
+
+def _entry_batch(outputs: list[int], keys: list[bytes], entries: list[bytes]) -> pa.RecordBatch:
+    return pa.RecordBatch.from_pydict(
+        {
+            "output": pa.array(outputs, pa.int32()),
+            "key": pa.array(keys, pa.binary()),
+            "entry": pa.array(entries, pa.binary()),
+        }
+    )
+
+
+def _write_task(batches: Iterator[pa.RecordBatch], payload: bytes) -> Iterator[pa.RecordBatch]:
+    """Each output's entries (consecutive: sorted by output) as its manifests."""
+    cheap_cache_invalidation()
+    work: _Work = pickle.loads(payload)
+    io = worker_io(work.io)
+    current: int | None = None
+    entries: list[ManifestEntry] = []
+    for batch in batches:
+        outputs = batch.column("output").to_pylist()
+        blobs = batch.column("entry").to_pylist()
+        for output, blob in zip(outputs, blobs, strict=True):
+            if output != current:
+                if entries:
+                    yield _flush(io, work, current, entries)
+                current, entries = output, []
+            entries.append(pickle.loads(blob))
+    if entries:
+        yield _flush(io, work, current, entries)
+
+
+def _flush(
+    io: FileIO, work: _Work, output: int | None, entries: list[ManifestEntry]
+) -> pa.RecordBatch:
+    assert output is not None
+    group = work.groups[bisect_right(work.offsets, output) - 1]
+    parts = math.ceil(len(entries) * group.bytes_per_entry / group.target_size_bytes)
+    manifests = write_manifests(io, group.output, entries, max(1, parts))
+    return pa.RecordBatch.from_pydict(
+        {
+            "output": pa.array([output] * len(manifests), pa.int32()),
+            "manifest": pa.array([pickle.dumps(m) for m in manifests], pa.binary()),
+        }
+    )

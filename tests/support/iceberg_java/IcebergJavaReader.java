@@ -1,0 +1,118 @@
+/*
+ * Reads an Iceberg table with Apache Iceberg's own Java library, for tests: the table named by
+ * a metadata JSON file (StaticTableOperations, HadoopFileIO), planned by Iceberg's scan planning
+ * and read with its generic readers (IcebergGenerics), every delete applied as Iceberg applies
+ * it (position deletes, equality deletes, deletion vectors).
+ *
+ * Started by tests/support/iceberg_java/__init__.py:
+ *   java ... IcebergJavaReader rows <metadata.json> [column ...]   one JSON array per row
+ *   java ... IcebergJavaReader files <metadata.json>               one JSON array per planned
+ *                                                                  file: path, delete paths
+ * Values: numbers and strings as JSON; dates as days, times and timestamps as microseconds
+ * since the epoch; anything else as its toString().
+ */
+
+import java.time.LocalDate;
+import java.time.LocalDateTime;
+import java.time.LocalTime;
+import java.time.OffsetDateTime;
+import java.time.ZoneOffset;
+import java.time.temporal.ChronoUnit;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.List;
+import org.apache.hadoop.conf.Configuration;
+import org.apache.iceberg.BaseTable;
+import org.apache.iceberg.DeleteFile;
+import org.apache.iceberg.FileScanTask;
+import org.apache.iceberg.StaticTableOperations;
+import org.apache.iceberg.Table;
+import org.apache.iceberg.data.IcebergGenerics;
+import org.apache.iceberg.data.Record;
+import org.apache.iceberg.hadoop.HadoopFileIO;
+import org.apache.iceberg.io.CloseableIterable;
+
+public class IcebergJavaReader {
+  private static final LocalDateTime EPOCH = LocalDateTime.of(1970, 1, 1, 0, 0);
+
+  public static void main(String[] args) throws Exception {
+    if (args.length < 2) {
+      System.err.println("usage: IcebergJavaReader rows|files <metadata.json> [column ...]");
+      System.exit(2);
+    }
+    HadoopFileIO io = new HadoopFileIO(new Configuration());
+    Table table = new BaseTable(new StaticTableOperations(args[1], io), "java-reader");
+    StringBuilder out = new StringBuilder();
+    if (args[0].equals("files")) {
+      try (CloseableIterable<FileScanTask> tasks = table.newScan().planFiles()) {
+        for (FileScanTask task : tasks) {
+          List<Object> line = new ArrayList<>();
+          line.add(task.file().location());
+          for (DeleteFile delete : task.deletes()) {
+            line.add(delete.location());
+          }
+          out.append(json(line)).append('\n');
+        }
+      }
+    } else {
+      IcebergGenerics.ScanBuilder scan = IcebergGenerics.read(table);
+      if (args.length > 2) {
+        scan = scan.select(Arrays.copyOfRange(args, 2, args.length));
+      }
+      try (CloseableIterable<Record> rows = scan.build()) {
+        for (Record row : rows) {
+          List<Object> line = new ArrayList<>();
+          for (int i = 0; i < row.size(); i++) {
+            line.add(row.get(i));
+          }
+          out.append(json(line)).append('\n');
+        }
+      }
+    }
+    System.out.print(out);
+    System.out.flush();
+  }
+
+  private static String json(List<Object> values) {
+    StringBuilder out = new StringBuilder("[");
+    for (int i = 0; i < values.size(); i++) {
+      if (i > 0) {
+        out.append(',');
+      }
+      out.append(value(values.get(i)));
+    }
+    return out.append(']').toString();
+  }
+
+  private static String value(Object value) {
+    if (value == null) {
+      return "null";
+    } else if (value instanceof Number || value instanceof Boolean) {
+      return value.toString();
+    } else if (value instanceof LocalDateTime) {
+      return Long.toString(ChronoUnit.MICROS.between(EPOCH, (LocalDateTime) value));
+    } else if (value instanceof OffsetDateTime) {
+      LocalDateTime utc = ((OffsetDateTime) value).withOffsetSameInstant(ZoneOffset.UTC).toLocalDateTime();
+      return Long.toString(ChronoUnit.MICROS.between(EPOCH, utc));
+    } else if (value instanceof LocalDate) {
+      return Long.toString(((LocalDate) value).toEpochDay());
+    } else if (value instanceof LocalTime) {
+      return Long.toString(((LocalTime) value).toNanoOfDay() / 1000);
+    }
+    return quoted(value.toString());
+  }
+
+  private static String quoted(String text) {
+    StringBuilder out = new StringBuilder("\"");
+    for (char c : text.toCharArray()) {
+      if (c == '"' || c == '\\') {
+        out.append('\\').append(c);
+      } else if (c < 0x20) {
+        out.append(String.format("\\u%04x", (int) c));
+      } else {
+        out.append(c);
+      }
+    }
+    return out.append('"').toString();
+  }
+}
