@@ -8,62 +8,77 @@ the replaced manifests are sorted by their partition tuple (the clustering key o
 the spec's other fields break ties) and cut into `outputs` manifests of about equal size,
 `commit.manifest.target-size-bytes` (default 8 MiB) at most: a planner then opens few
 manifests, and a partition filter rules out most of them by their partition summaries.
+`outputs` comes from the group's live entries and what an entry takes once written
+(`manifest_output.EntrySize`, measured on a sample of the group's own entries).
 
 Left alone, unless `rewrite_all`:
 - a manifest near the target (0.75 to 1.8 x, the bounds a data file's size is judged by) and
-  alone in its partition range: no other manifest of its group overlaps it on the first
-  clustering field (touching at an end does not count: the manifests a rewrite writes touch
-  where one ends and the next begins). Manifests of an unpartitioned spec have no range and
-  count as alone;
-- a group where rewriting saves nothing: it would write at least as many manifests as it
+  alone in its partition range (`manifest_ranges`). The others are rewritten in runs that no
+  such manifest separates in range order (each run a `ManifestGroup` of its own), so that
+  what a rewrite writes never overlaps what it keeps;
+- a run where rewriting saves nothing: it would write at least as many manifests as it
   replaces, none of them overlap and none carries DELETED entries (a second run of the job
-  on its own output is a no-op).
+  on its own output is a no-op); and, as in Java, a single manifest rewritten into one.
 Manifests of DELETED entries only are always replaced (by nothing).
-
-Outputs are estimated from the manifests' lengths, less the share of their DELETED entries.
 """
 
 from __future__ import annotations
 
-import math
-from bisect import bisect_left
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from itertools import accumulate
+from itertools import islice
 
-from icecore.actions.partition_order import nullable_key, tuple_key
+from icecore.actions.manifest_output import SAMPLE_ENTRIES, EntrySize, ManifestFormat
+from icecore.actions.manifest_ranges import Range, manifest_ranges, overlapping
+from icecore.actions.partition_order import tuple_key
+from icecore.commit.producer import manifest_codec
 from icecore.errors import ValidationError
+from icecore.io import FileIO
 from icecore.manifest_stats import SMALL_MANIFEST_FRACTION, manifest_target_size
-from icecore.spec.conversions import decoder
-from icecore.spec.manifest import DataFile
+from icecore.spec.manifest import DataFile, read_manifest
 from icecore.spec.manifest_list import ManifestContent, ManifestFile
 from icecore.spec.metadata import TableMetadata
 from icecore.spec.partitioning import PartitionSpec
 from icecore.spec.schema import Schema
-from icecore.spec.types import IcebergType
 
 LARGE_MANIFEST_FRACTION = 1.8
+SAMPLE_MANIFESTS = 16  # read to measure what an entry takes (until 1,000 entries)
 
 
 @dataclass(frozen=True)
 class ManifestGroup:
     """The manifests of one partition spec and content that are rewritten together."""
 
-    spec_id: int
-    content: ManifestContent
+    form: ManifestFormat
     manifests: tuple[ManifestFile, ...]
     sort_positions: tuple[int, ...]  # partition tuple positions, in clustering order
-    outputs: int  # manifests to write (0 when the replaced ones list no live file)
     live_files: int
-    estimated_bytes: int
+    entry_size: EntrySize
+    target_size_bytes: int
+
+    @property
+    def spec_id(self) -> int:
+        return self.form.spec.spec_id
+
+    @property
+    def content(self) -> ManifestContent:
+        return self.form.content
 
     @property
     def bytes(self) -> int:
         return sum(m.manifest_length for m in self.manifests)
 
-    def sort_key(self, spec: PartitionSpec, schema: Schema) -> Callable[[DataFile], bytes]:
+    @property
+    def outputs(self) -> int:
+        """Manifests to write (0 when the replaced ones list no live file)."""
+        return self.manifests_for(self.live_files)
+
+    def manifests_for(self, entries: int, slack: float = 1.0) -> int:
+        return self.entry_size.manifests_for(entries, self.target_size_bytes, slack)
+
+    def sort_key(self) -> Callable[[DataFile], bytes]:
         """The order a file of this group is written in (see `sort_key`)."""
-        return sort_key(spec, schema, self.sort_positions)
+        return sort_key(self.form.spec, self.form.schema, self.sort_positions)
 
 
 @dataclass(frozen=True)
@@ -85,6 +100,7 @@ class ManifestRewritePlan:
 
 
 def plan_manifest_rewrite(
+    io: FileIO,
     metadata: TableMetadata,
     snapshot_id: int,
     manifests: Sequence[ManifestFile],
@@ -94,7 +110,8 @@ def plan_manifest_rewrite(
     rewrite_all: bool = False,
 ) -> ManifestRewritePlan:
     """The plan for `manifests`, the manifest list of snapshot `snapshot_id`; `spec_id`
-    limits the rewrite to one partition spec."""
+    limits the rewrite to one partition spec. Reads a sample of entries of each group that
+    has manifests to rewrite (see `EntrySize`)."""
     specs = metadata.specs_by_id()
     if spec_id is not None and spec_id not in specs:
         raise ValidationError(
@@ -103,50 +120,30 @@ def plan_manifest_rewrite(
     target = manifest_target_size(metadata)
     if target <= 0:
         raise ValidationError(f"commit.manifest.target-size-bytes must be positive, got {target}")
-    schema = metadata.schema()
+    codec = manifest_codec(metadata, metadata.location)
     by_group: dict[tuple[int, ManifestContent], list[ManifestFile]] = {}
     for m in manifests:
         by_group.setdefault((m.partition_spec_id, m.content), []).append(m)
     groups: list[ManifestGroup] = []
     kept: list[ManifestFile] = []
     for (group_spec, content), members in sorted(by_group.items()):
-        if spec_id is not None and group_spec != spec_id:
-            kept.extend(members)
-            continue
         spec = specs.get(group_spec)
         if spec is None:
             raise ValidationError(
                 f"{members[0].manifest_path} has partition spec {group_spec}, which the table "
                 "does not have"
             )
-        positions = sort_positions(spec, sort_by)
-        group = _plan_group(
-            spec,
-            schema=schema,
-            content=content,
-            members=members,
-            positions=positions,
-            target=target,
-            rewrite_all=rewrite_all,
-        )
-        if group is None:
-            kept.extend(members)
-            continue
-        groups.append(group)
-        chosen = {m.manifest_path for m in group.manifests}
+        form = ManifestFormat(spec, metadata.schema(), content, metadata.format_version, codec)
+        planned: list[ManifestGroup] = []
+        if spec_id is None or group_spec == spec_id:
+            positions = sort_positions(spec, sort_by)
+            planned = _plan_groups(
+                io, form, members, positions, target=target, rewrite_all=rewrite_all
+            )
+        chosen = {m.manifest_path for g in planned for m in g.manifests}
         kept.extend(m for m in members if m.manifest_path not in chosen)
+        groups.extend(planned)
     return ManifestRewritePlan(snapshot_id, target, tuple(groups), tuple(kept))
-
-
-def sort_key(
-    spec: PartitionSpec, schema: Schema, positions: Sequence[int]
-) -> Callable[[DataFile], bytes]:
-    """A file's clustering key (its partition tuple, fields at `positions` first) followed by
-    its path: files of one partition, the whole of an unpartitioned table's, sort in a fixed
-    order and can be cut into several manifests at any file."""
-    types = [f.field_type for f in spec.partition_type(schema).fields]
-    key = tuple_key(types, positions)
-    return lambda f: key(f.partition) + f.file_path.encode("utf-8")
 
 
 def sort_positions(spec: PartitionSpec, sort_by: Sequence[str] | None) -> tuple[int, ...]:
@@ -166,46 +163,95 @@ def sort_positions(spec: PartitionSpec, sort_by: Sequence[str] | None) -> tuple[
     return (*first, *(p for p in range(len(names)) if p not in first))
 
 
-def _plan_group(
-    spec: PartitionSpec,
-    *,
-    schema: Schema,
-    content: ManifestContent,
+def sort_key(
+    spec: PartitionSpec, schema: Schema, positions: Sequence[int]
+) -> Callable[[DataFile], bytes]:
+    """A file's clustering key (its partition tuple, fields at `positions` first) followed by
+    its path: files of one partition, the whole of an unpartitioned table's, sort in a fixed
+    order and can be cut into several manifests at any file."""
+    types = [f.field_type for f in spec.partition_type(schema).fields]
+    key = tuple_key(types, positions)
+    return lambda f: key(f.partition) + f.file_path.encode("utf-8")
+
+
+def _plan_groups(
+    io: FileIO,
+    form: ManifestFormat,
     members: list[ManifestFile],
     positions: tuple[int, ...],
+    *,
     target: int,
     rewrite_all: bool,
-) -> ManifestGroup | None:
-    overlapping = _overlapping(spec, schema, members, positions[0] if positions else None)
-    low, high = target * SMALL_MANIFEST_FRACTION, target * LARGE_MANIFEST_FRACTION
-    if rewrite_all:
-        chosen = list(members)
+) -> list[ManifestGroup]:
+    ranges: dict[str, Range] | None = {}
+    if positions:
+        ranges = manifest_ranges(form.spec, form.schema, members, positions[0])
+    if ranges is None:  # a manifest without summaries may overlap any
+        crowded = {m.manifest_path for m in members} if len(members) > 1 else set()
     else:
-        chosen = [
-            m
-            for m in members
-            if not (low <= m.manifest_length <= high)
-            or m.manifest_path in overlapping
-            or _has_dead_entries(m)
-        ]
-    live = sum(_live_files(m) for m in chosen)
-    estimated = sum(_live_bytes(m) for m in chosen)
-    outputs = math.ceil(estimated / target) if live else 0
+        crowded = overlapping(ranges)
+    low, high = target * SMALL_MANIFEST_FRACTION, target * LARGE_MANIFEST_FRACTION
+    chosen = {
+        m.manifest_path
+        for m in members
+        if rewrite_all
+        or not (low <= m.manifest_length <= high)
+        or m.manifest_path in crowded
+        or _has_dead_entries(m)
+    }
     if not chosen:
-        return None
-    clean = not any(_has_dead_entries(m) for m in chosen)
-    if len(chosen) == 1 and outputs <= 1 and clean:
-        return None  # Java's rule: one manifest rewritten into one
-    if (
-        not rewrite_all
-        and clean
-        and outputs >= len(chosen)
-        and not any(m.manifest_path in overlapping for m in chosen)
-    ):
-        return None
-    return ManifestGroup(
-        spec.spec_id, content, tuple(chosen), positions, outputs, live, int(estimated)
+        return []
+    size = _entry_size(io, form, [m for m in members if m.manifest_path in chosen], positions)
+    groups = []
+    for cluster in _clusters(members, chosen, ranges):
+        live = sum(_live_files(m) for m in cluster)
+        group = ManifestGroup(form, tuple(cluster), positions, live, size, target)
+        clean = not any(_has_dead_entries(m) for m in cluster)
+        if len(cluster) == 1 and group.outputs <= 1 and clean:
+            continue  # Java's rule: one manifest rewritten into one
+        if (
+            not rewrite_all
+            and clean
+            and group.outputs >= len(cluster)
+            and not any(m.manifest_path in crowded for m in cluster)
+        ):
+            continue
+        groups.append(group)
+    return groups
+
+
+def _clusters(
+    members: list[ManifestFile], chosen: set[str], ranges: dict[str, Range] | None
+) -> list[list[ManifestFile]]:
+    """The chosen manifests in runs that no kept manifest separates, in range order: each
+    run is rewritten on its own, so that no manifest it writes spans a kept one."""
+    if not ranges:
+        return [[m for m in members if m.manifest_path in chosen]]
+    runs: list[list[ManifestFile]] = [[]]
+    for m in sorted(members, key=lambda m: (ranges[m.manifest_path], m.manifest_path)):
+        if m.manifest_path in chosen:
+            runs[-1].append(m)
+        elif runs[-1]:
+            runs.append([])
+    return [run for run in runs if run]
+
+
+def _entry_size(
+    io: FileIO, form: ManifestFormat, chosen: list[ManifestFile], positions: tuple[int, ...]
+) -> EntrySize:
+    """Measured on live entries of the largest manifests (a few at most), in the order the
+    rewrite writes them: sorting changes what neighbours an entry has, and so how well a
+    block of entries compresses (entries of one commit share ids and name prefixes)."""
+    largest = sorted((m for m in chosen if _live_files(m)), key=lambda m: -m.manifest_length)
+    entries = (
+        entry
+        for m in largest[:SAMPLE_MANIFESTS]
+        for entry in read_manifest(io, m, spec=form.spec, live_only=True)
     )
+    sample = list(islice(entries, SAMPLE_ENTRIES))
+    key = sort_key(form.spec, form.schema, positions)
+    sample.sort(key=lambda e: key(e.data_file))
+    return EntrySize.measure(io, form, sample)
 
 
 def _live_files(m: ManifestFile) -> int:
@@ -219,68 +265,3 @@ def _live_files(m: ManifestFile) -> int:
 def _has_dead_entries(m: ManifestFile) -> bool:
     """DELETED entries, or no live file at all: a rewrite drops them."""
     return bool(m.deleted_files_count) or _live_files(m) == 0
-
-
-def _live_bytes(m: ManifestFile) -> float:
-    """The bytes of `m` its live entries take, by their share of its entries."""
-    live = _live_files(m)
-    total = live + (m.deleted_files_count or 0)
-    return m.manifest_length * live / total if total else 0.0
-
-
-Range = tuple[bytes, bytes]
-
-
-def _overlapping(
-    spec: PartitionSpec, schema: Schema, members: Iterable[ManifestFile], position: int | None
-) -> set[str]:
-    """The manifests whose range of the partition field at `position` strictly overlaps
-    another's: ranges [a, b] and [c, d] overlap when a < d and c < b, so two manifests that
-    only touch (b == c), or that both hold a single value, do not. A manifest without
-    partition summaries overlaps every other."""
-    members = list(members)
-    if position is None or len(members) < 2:
-        return set()
-    field_type = spec.partition_type(schema).fields[position].field_type
-    unknown: list[str] = []
-    ranges: list[tuple[Range, str]] = []
-    for m in members:
-        found = _range(m, position, field_type)
-        if found is None:
-            unknown.append(m.manifest_path)
-        else:
-            ranges.append((found, m.manifest_path))
-    if unknown:
-        return {m.manifest_path for m in members}
-    ranges.sort()
-    lows = [r[0] for r, _ in ranges]
-    prefix_high = list(accumulate((r[1] for r, _ in ranges), max))
-    out: set[str] = set()
-    for i, ((low, high), path) in enumerate(ranges):
-        # Earlier ranges start at or below `low`: one overlaps when it ends above `low` and,
-        # for a single-value range, also starts below it.
-        earlier = i if low < high else bisect_left(lows, low)
-        before = earlier > 0 and prefix_high[earlier - 1] > low
-        # Later ranges start at or above `low`: the next one overlaps when it starts below
-        # `high` (a single-value range overlaps no later one).
-        after = low < high and i + 1 < len(ranges) and lows[i + 1] < high
-        if before or after:
-            out.add(path)
-    return out
-
-
-def _range(m: ManifestFile, position: int, field_type: IcebergType) -> Range | None:
-    """The clustering keys of the lowest and highest value of one partition field."""
-    if m.partitions is None or position >= len(m.partitions):
-        return None
-    summary = m.partitions[position]
-    key, decode = nullable_key(field_type), decoder(field_type)
-    if summary.lower_bound is None or summary.upper_bound is None:
-        if summary.contains_null and not summary.contains_nan:
-            return key(None), key(None)  # nulls only
-        return None  # NaN only, or a writer that left the bounds out
-    low = key(None) if summary.contains_null else key(decode(summary.lower_bound))
-    high = key(decode(summary.upper_bound))
-    if summary.contains_nan:
-        high = key(math.nan)
-    return low, high

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 
-from icecore.actions.manifest_output import ManifestOutput, even_slices, write_manifest
+from icecore.actions.manifest_output import ManifestOutput, even_slices, write_manifests
 from icecore.actions.rewrite_manifests import ManifestGroup
 from icecore.io import FileIO
 from icecore.spec.manifest import ManifestEntry, read_manifest
@@ -25,10 +25,10 @@ def rewrite_in_driver(
 ) -> None:
     """Write `group` as its new manifests, appending each to `written` (every one that was
     written, also when another failed: the caller deletes them after a failure)."""
-    key = group.sort_key(output.spec, output.schema)
+    key, spec = group.sort_key(), group.form.spec
 
     def read(manifest: ManifestFile) -> list[tuple[bytes, ManifestEntry]]:
-        entries = read_manifest(io, manifest, spec=output.spec, live_only=True)
+        entries = read_manifest(io, manifest, spec=spec, live_only=True)
         return [(key(e.data_file), e) for e in entries]
 
     with ThreadPoolExecutor(min(THREADS, len(group.manifests)), "icefloe-manifests") as pool:
@@ -37,11 +37,12 @@ def rewrite_in_driver(
         entries = [e for _, e in keyed]
         del keyed
         runs = even_slices(len(entries), group.outputs)
-        futures = [pool.submit(write_manifest, io, output, entries[run]) for run in runs]
+        target = group.target_size_bytes
+        futures = [pool.submit(write_manifests, io, output, entries[r], 1, target) for r in runs]
         failure: BaseException | None = None
         for future in futures:
             try:
-                written.append(future.result())
+                written.extend(future.result())
             except BaseException as exc:  # collect the others' files before raising
                 failure = failure or exc
         if failure is not None:

@@ -4,7 +4,7 @@ partition, sorted, written as manifests by the tasks), through DataFrames and `m
 only, so that it runs over Spark Connect as well.
 
 1. Ranges: tasks read the replaced manifests without column metrics (the cheap part of an
-   entry) and return every n-th clustering key, about `SAMPLES_PER_OUTPUT` per output
+   entry) and return a random sample of clustering keys, about `SAMPLES_PER_OUTPUT` per output
    manifest; the driver cuts each group's sorted sample into its output ranges. (Spark's own
    `repartitionByRange` would sample by reading every entry in full once more.)
 2. Tasks read the manifests again, in full, and emit each live entry (pickled) with its key
@@ -19,10 +19,10 @@ What a failed task attempt wrote is referenced by nothing (an orphan, as with an
 
 from __future__ import annotations
 
-import math
 import pickle
+import random
 from bisect import bisect_right
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
 from itertools import accumulate
@@ -31,10 +31,10 @@ import pyarrow as pa
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from icecore.actions.manifest_output import ManifestOutput, write_manifests
-from icecore.actions.rewrite_manifests import ManifestGroup, sort_key
+from icecore.actions.manifest_output import WRITER_SLACK, ManifestOutput, write_manifests
+from icecore.actions.rewrite_manifests import ManifestGroup
 from icecore.io import FileIO
-from icecore.spec.manifest import DataFile, ManifestEntry, read_manifest
+from icecore.spec.manifest import ManifestEntry, read_manifest
 from icecore.spec.manifest_list import ManifestFile
 from spark_jobs.common.worker import cheap_cache_invalidation, worker_io
 
@@ -47,26 +47,14 @@ _WRITTEN = "output int, manifest binary"
 
 
 @dataclass(frozen=True)
-class _Group:
-    """What a task needs of a group: where its manifests go, how its entries sort."""
-
-    output: ManifestOutput
-    positions: tuple[int, ...]
-    bytes_per_entry: float
-    target_size_bytes: int
-
-    def key(self) -> Callable[[DataFile], bytes]:
-        return sort_key(self.output.spec, self.output.schema, self.positions)
-
-
-@dataclass(frozen=True)
 class _Work:
     """Everything the tasks get (pickled into their function)."""
 
     io: dict[str, str]
-    groups: list[_Group]
+    groups: list[ManifestGroup]  # without their manifests (the bins have them)
+    outputs: list[ManifestOutput]
     bins: list[list[tuple[int, ManifestFile]]]  # per reading task: (group, manifest)
-    steps: list[int]  # sampling: every n-th entry of each group
+    steps: list[int]  # sampling: about one entry in so many of each group
     boundaries: list[list[bytes]]  # per group: the keys its outputs start at (but the first)
     offsets: list[int]  # per group: the number of its first output
 
@@ -75,7 +63,6 @@ def rewrite_in_spark(
     spark: SparkSession,
     io_properties: dict[str, str],
     groups: Sequence[tuple[ManifestGroup, ManifestOutput]],
-    target_size_bytes: int,
     written: list[ManifestFile],
 ) -> None:
     """Write every group's new manifests in Spark tasks, appending them to `written` in
@@ -83,14 +70,11 @@ def rewrite_in_spark(
     chosen = [(g, o) for g, o in groups if g.outputs > 0]
     if not chosen:
         return
-    task_groups = [
-        _Group(o, g.sort_positions, g.estimated_bytes / max(1, g.live_files), target_size_bytes)
-        for g, o in chosen
-    ]
     outputs = [g.outputs for g, _ in chosen]
     work = _Work(
         io=dict(io_properties),
-        groups=task_groups,
+        groups=[replace(g, manifests=()) for g, _ in chosen],
+        outputs=[o for _, o in chosen],
         bins=_bins([g for g, _ in chosen]),
         steps=[max(1, g.live_files // (g.outputs * SAMPLES_PER_OUTPUT)) for g, _ in chosen],
         boundaries=[[] for _ in chosen],
@@ -142,7 +126,7 @@ def _entries(
     io: FileIO, work: _Work, index: int, metrics: bool
 ) -> Iterator[tuple[int, ManifestEntry]]:
     for group, manifest in work.bins[index]:
-        spec = work.groups[group].output.spec
+        spec = work.groups[group].form.spec
         for entry in read_manifest(
             io, manifest, spec=spec, include_metrics=metrics, live_only=True
         ):
@@ -150,19 +134,21 @@ def _entries(
 
 
 def _sample_task(batches: Iterator[pa.RecordBatch], payload: bytes) -> Iterator[pa.RecordBatch]:
+    """About one entry in `step` of each group, drawn at random (seeded by the bin: a retried
+    task draws the same): every n-th entry would follow the period manifests often have, one
+    file per partition per commit, and miss whole partitions."""
     cheap_cache_invalidation()
     work: _Work = pickle.loads(payload)
     io = worker_io(work.io)
-    keys = [g.key() for g in work.groups]
+    keys = [g.sort_key() for g in work.groups]
     for batch in batches:
         for index in batch.column(0).to_pylist():
-            seen = [0] * len(work.groups)
+            draw = random.Random(index).random
             groups, sample = [], []
             for group, entry in _entries(io, work, index, metrics=False):
-                if seen[group] % work.steps[group] == 0:
+                if draw() * work.steps[group] < 1:
                     groups.append(group)
                     sample.append(keys[group](entry.data_file))
-                seen[group] += 1
             yield pa.RecordBatch.from_pydict(
                 {"group": pa.array(groups, pa.int32()), "key": pa.array(sample, pa.binary())}
             )
@@ -172,7 +158,7 @@ def _read_task(batches: Iterator[pa.RecordBatch], payload: bytes) -> Iterator[pa
     cheap_cache_invalidation()
     work: _Work = pickle.loads(payload)
     io = worker_io(work.io)
-    keys = [g.key() for g in work.groups]
+    keys = [g.sort_key() for g in work.groups]
     for batch in batches:
         for index in batch.column(0).to_pylist():
             rows: tuple[list, list, list] = ([], [], [])
@@ -219,15 +205,18 @@ def _write_task(batches: Iterator[pa.RecordBatch], payload: bytes) -> Iterator[p
 
 
 def _flush(
-    io: FileIO, work: _Work, output: int | None, entries: list[ManifestEntry]
+    io: FileIO, work: _Work, number: int | None, entries: list[ManifestEntry]
 ) -> pa.RecordBatch:
-    assert output is not None
-    group = work.groups[bisect_right(work.offsets, output) - 1]
-    parts = math.ceil(len(entries) * group.bytes_per_entry / group.target_size_bytes)
-    manifests = write_manifests(io, group.output, entries, max(1, parts))
+    """Output `number`'s entries as its manifests."""
+    assert number is not None
+    index = bisect_right(work.offsets, number) - 1
+    group = work.groups[index]
+    parts = group.manifests_for(len(entries), WRITER_SLACK)
+    target = group.target_size_bytes
+    manifests = write_manifests(io, work.outputs[index], entries, parts, target)
     return pa.RecordBatch.from_pydict(
         {
-            "output": pa.array([output] * len(manifests), pa.int32()),
+            "output": pa.array([number] * len(manifests), pa.int32()),
             "manifest": pa.array([pickle.dumps(m) for m in manifests], pa.binary()),
         }
     )

@@ -25,7 +25,7 @@ from typing import Any
 from icecore.actions.manifest_output import ManifestOutput
 from icecore.actions.rewrite_manifests import ManifestRewritePlan, plan_manifest_rewrite
 from icecore.catalog import Catalog
-from icecore.commit.producer import manifest_codec, metadata_file_location
+from icecore.commit.producer import metadata_file_location
 from icecore.errors import CommitStateUnknownError, ValidationError
 from icecore.scan import snapshot_manifests
 from icecore.spec.manifest_list import ManifestContent, ManifestFile
@@ -79,6 +79,7 @@ def rewrite_once(
     manifests = snapshot_manifests(table.io, snapshot)
     try:
         plan = plan_manifest_rewrite(
+            table.io,
             table.metadata,
             snapshot.snapshot_id,
             manifests,
@@ -155,25 +156,9 @@ def _write(
 ) -> str:
     """Write the plan's manifests into `written`; where they were written."""
     metadata = table.metadata
-    run = f"{uuid.uuid4()}"
+    run = str(uuid.uuid4())
     directory = metadata_file_location(metadata, "").rstrip("/")
-    codec = manifest_codec(metadata, table.name)
-    groups = [
-        (
-            g,
-            ManifestOutput(
-                directory=directory,
-                run=run,
-                snapshot_id=snapshot_id,
-                format_version=metadata.format_version,
-                codec=codec,
-                spec=metadata.spec_by_id(g.spec_id),
-                schema=metadata.schema(),
-                content=g.content,
-            ),
-        )
-        for g in plan.groups
-    ]
+    groups = [(g, ManifestOutput(g.form, directory, run, snapshot_id)) for g in plan.groups]
     replaced = sum(g.bytes for g in plan.groups)
     LOG.info(
         "plan: %d of %d manifests (%s, %d entries) of %s into %d",
@@ -190,7 +175,7 @@ def _write(
                 rewrite_in_driver(table.io, group, output, written)
         return "driver"
     session = configure(session_of(spark))
-    rewrite_in_spark(session, table.io.properties, groups, plan.target_size_bytes, written)
+    rewrite_in_spark(session, table.io.properties, groups, written)
     return "spark-tasks"
 
 
