@@ -84,7 +84,7 @@ class EntrySize:
         overshoot a writer accepts rather than cut off a few entries) hold `entries`."""
         if not entries:
             return 0
-        room = max(target_size_bytes - self.header, target_size_bytes // 2, 1) * slack
+        room = max(target_size_bytes - self.header, self.entry, 1) * slack
         return max(1, math.ceil(entries * self.entry / room))
 
 
