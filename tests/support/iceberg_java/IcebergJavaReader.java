@@ -5,9 +5,10 @@
  * it (position deletes, equality deletes, deletion vectors).
  *
  * Started by tests/support/iceberg_java/__init__.py:
- *   java ... IcebergJavaReader rows <metadata.json> [column ...]   one JSON array per row
- *   java ... IcebergJavaReader files <metadata.json>               one JSON array per planned
- *                                                                  file: path, delete paths
+ *   java ... IcebergJavaReader <metadata.json> [column ...]
+ * prints one JSON object per line: {"file": [data file, delete file, ...]} for each planned
+ * file with the deletes Iceberg applies to it, then {"row": [value, ...]} for each row
+ * (only the columns named, in that order, when any are).
  * Values: numbers and strings as JSON; dates as days, times and timestamps as microseconds
  * since the epoch; anything else as its toString().
  */
@@ -36,37 +37,39 @@ public class IcebergJavaReader {
   private static final LocalDateTime EPOCH = LocalDateTime.of(1970, 1, 1, 0, 0);
 
   public static void main(String[] args) throws Exception {
-    if (args.length < 2) {
-      System.err.println("usage: IcebergJavaReader rows|files <metadata.json> [column ...]");
+    if (args.length < 1) {
+      System.err.println("usage: IcebergJavaReader <metadata.json> [column ...]");
       System.exit(2);
     }
     HadoopFileIO io = new HadoopFileIO(new Configuration());
-    Table table = new BaseTable(new StaticTableOperations(args[1], io), "java-reader");
+    Table table = new BaseTable(new StaticTableOperations(args[0], io), "java-reader");
     StringBuilder out = new StringBuilder();
-    if (args[0].equals("files")) {
-      try (CloseableIterable<FileScanTask> tasks = table.newScan().planFiles()) {
-        for (FileScanTask task : tasks) {
-          List<Object> line = new ArrayList<>();
-          line.add(task.file().location());
-          for (DeleteFile delete : task.deletes()) {
-            line.add(delete.location());
-          }
-          out.append(json(line)).append('\n');
+    try (CloseableIterable<FileScanTask> tasks = table.newScan().planFiles()) {
+      for (FileScanTask task : tasks) {
+        List<Object> line = new ArrayList<>();
+        line.add(task.file().location());
+        for (DeleteFile delete : task.deletes()) {
+          line.add(delete.location());
         }
+        out.append("{\"file\": ").append(json(line)).append("}\n");
       }
+    }
+    IcebergGenerics.ScanBuilder scan = IcebergGenerics.read(table);
+    List<String> columns = new ArrayList<>();
+    if (args.length > 1) {
+      columns.addAll(Arrays.asList(args).subList(1, args.length));
+      scan = scan.select(columns.toArray(new String[0]));
     } else {
-      IcebergGenerics.ScanBuilder scan = IcebergGenerics.read(table);
-      if (args.length > 2) {
-        scan = scan.select(Arrays.copyOfRange(args, 2, args.length));
-      }
-      try (CloseableIterable<Record> rows = scan.build()) {
-        for (Record row : rows) {
-          List<Object> line = new ArrayList<>();
-          for (int i = 0; i < row.size(); i++) {
-            line.add(row.get(i));
-          }
-          out.append(json(line)).append('\n');
+      table.schema().columns().forEach(field -> columns.add(field.name()));
+    }
+    try (CloseableIterable<Record> rows = scan.build()) {
+      for (Record row : rows) {
+        // By name: a reader applying deletes adds columns of its own (_pos, keys) to records.
+        List<Object> line = new ArrayList<>();
+        for (String column : columns) {
+          line.add(row.getField(column));
         }
+        out.append("{\"row\": ").append(json(line)).append("}\n");
       }
     }
     System.out.print(out);

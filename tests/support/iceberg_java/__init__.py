@@ -6,8 +6,9 @@ reads its rows with Iceberg's generic readers, every kind of delete applied. It 
 class path of the REST catalog test server (`tests/support/rest_server`: Iceberg 1.10.2, its
 shaded dependencies, PySpark's Hadoop jars), compiled once per hash of its source.
 
-    rows = java_rows(table.metadata_location, ["id", "v"])   # Counter of tuples
-    files = java_files(table.metadata_location)               # {data path: {delete paths}}
+    read = java_read(table.metadata_location, ["id", "v"])
+    read.rows    # Counter of (id, v) tuples
+    read.files   # {data file path: frozenset of the delete file paths applied to it}
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import os
 import subprocess
 from collections import Counter
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -32,30 +34,35 @@ def _codec_jars() -> list[Path]:
     return [sorted(jars.glob(f"{prefix}[0-9]*.jar"))[-1] for prefix in CODEC_JARS]
 
 
-def _run(*args: str) -> list[list[Any]]:
+@dataclass(frozen=True)
+class JavaRead:
+    """What Iceberg Java planned and read."""
+
+    rows: Counter[tuple[Any, ...]]  # only the columns asked for, in that order
+    files: dict[str, frozenset[str]]  # data file -> the delete files applied to it
+
+
+def java_read(metadata_location: str, columns: Sequence[str] = ()) -> JavaRead:
+    """Plan and read the table of `metadata_location` with Iceberg Java (paths without
+    `file://`)."""
     runtime = runtime_classpath(_codec_jars())
     classpath = [compiled_classes(runtime, SOURCE), *runtime]
     command = [
         _tool("java"), *JVM_OPTIONS, "-cp", os.pathsep.join(map(str, classpath)),
-        "IcebergJavaReader", *args,
+        "IcebergJavaReader", metadata_location, *columns,
     ]  # fmt: skip
     done = subprocess.run(command, capture_output=True, text=True, timeout=300, check=False)
     if done.returncode != 0:
         raise RuntimeError(f"Iceberg Java failed ({done.returncode}):\n{done.stderr[-4000:]}")
-    return [json.loads(line) for line in done.stdout.splitlines() if line]
+    lines = [json.loads(line) for line in done.stdout.splitlines() if line]
+    files = {
+        _local(f[0]): frozenset(_local(d) for d in f[1:])
+        for line in lines
+        if (f := line.get("file"))
+    }
+    rows = Counter(tuple(line["row"]) for line in lines if "row" in line)
+    return JavaRead(rows, files)
 
 
 def _local(location: str) -> str:
     return location.removeprefix("file://") if location.startswith("file:///") else location
-
-
-def java_rows(metadata_location: str, columns: Sequence[str] = ()) -> Counter[tuple[Any, ...]]:
-    """The table's rows as Iceberg Java reads them (only `columns`, in that order, if given)."""
-    return Counter(tuple(r) for r in _run("rows", metadata_location, *columns))
-
-
-def java_files(metadata_location: str) -> dict[str, frozenset[str]]:
-    """The data files Iceberg Java plans, each with the delete files it applies to it
-    (local paths without `file://`)."""
-    planned = _run("files", metadata_location)
-    return {_local(f[0]): frozenset(_local(d) for d in f[1:]) for f in planned}
