@@ -16,7 +16,7 @@ import pytest
 
 from icecore.catalog.sql import SqlCatalog
 from icecore.commit.producer import metadata_file_location
-from icecore.commit.rewrite_manifests import PROCESSED_ENTRIES
+from icecore.commit.rewrite_manifests import PROCESSED_ENTRIES, RewriteManifests
 from icecore.errors import CommitConflictError, ValidationError
 from icecore.spec.conversions import to_bytes
 from icecore.spec.manifest import EntryStatus, ManifestEntry, ManifestWriter, read_manifest
@@ -87,6 +87,18 @@ def rewritten(table: Table, replaced: Sequence[ManifestFile], parts: int = 1) ->
     return out
 
 
+def replacing_all(table: Table, parts: int = 1) -> tuple[RewriteManifests, list[ManifestFile]]:
+    """A rewrite of every data manifest into `parts` (not committed yet); the new ones."""
+    old = data_manifests(table)
+    rewrite = table.rewrite_manifests()
+    for m in old:
+        rewrite.delete_manifest(m)
+    new = rewritten(table, old, parts)
+    for m in new:
+        rewrite.add_manifest(m)
+    return rewrite, new
+
+
 def data_manifests(table: Table) -> list[ManifestFile]:
     return [m for m in manifests(table) if m.content == ManifestContent.DATA]
 
@@ -111,15 +123,9 @@ def test_rewrite_keeps_every_entry_with_its_numbers(any_catalog: SqlCatalog) -> 
     assert {"id": 50, "cat": "a", "v": 5} not in before_rows
     head = t.table.metadata.current_snapshot()
     assert head is not None and head.summary is not None
-    old = data_manifests(t.table)
-    assert len(old) == 7
+    assert len(data_manifests(t.table)) == 7
 
-    rewrite = t.table.rewrite_manifests()
-    for m in old:
-        rewrite.delete_manifest(m)
-    new = rewritten(t.table, old, parts=2)
-    for m in new:
-        rewrite.add_manifest(m)
+    rewrite, new = replacing_all(t.table, parts=2)
     committed = rewrite.commit()
 
     snapshot = committed.snapshot_by_id(rewrite.snapshot_id)
@@ -160,12 +166,7 @@ def test_rewrite_keeps_every_entry_with_its_numbers(any_catalog: SqlCatalog) -> 
 def test_a_replaced_manifest_rewritten_meanwhile_is_a_conflict(catalog: SqlCatalog) -> None:
     t = CatalogTable.create(catalog, "events")
     appended(t, 3)
-    old = data_manifests(t.table)
-    rewrite = t.table.rewrite_manifests()
-    for m in old:
-        rewrite.delete_manifest(m)
-    new = rewritten(t.table, old)
-    rewrite.add_manifest(new[0])
+    rewrite, new = replacing_all(t.table)
     # Another writer compacts two of the files: its commit rewrites a manifest we replace.
     other = t.load()
     victim = sorted(live(other).values(), key=lambda e: e.data_file.file_path)[0]
@@ -186,12 +187,7 @@ def test_a_replaced_manifest_rewritten_meanwhile_is_a_conflict(catalog: SqlCatal
 def test_an_append_committed_meanwhile_is_kept(catalog: SqlCatalog) -> None:
     t = CatalogTable.create(catalog, "events")
     appended(t, 4)
-    old = data_manifests(t.table)
-    rewrite = t.table.rewrite_manifests()
-    for m in old:
-        rewrite.delete_manifest(m)
-    for m in rewritten(t.table, old):
-        rewrite.add_manifest(m)
+    rewrite, _ = replacing_all(t.table)
     other = t.load()
     other.new_fast_append().append_file(t.data([{"id": 500, "cat": "z", "v": 1}])).commit()
     concurrent = data_manifests(other)[0]
@@ -231,12 +227,7 @@ def test_v3_rows_keep_their_ids_and_take_no_new_ones(catalog: SqlCatalog) -> Non
     ids_before = {n: e.data_file.first_row_id for n, e in live(t.table).items()}
     next_row_id = t.table.metadata.next_row_id
     assert None not in ids_before.values() and len(set(ids_before.values())) == 10
-    old = data_manifests(t.table)
-    rewrite = t.table.rewrite_manifests()
-    for m in old:
-        rewrite.delete_manifest(m)
-    for m in rewritten(t.table, old, parts=2):
-        rewrite.add_manifest(m)
+    rewrite, _ = replacing_all(t.table, parts=2)
     committed = rewrite.commit()
 
     snapshot = committed.snapshot_by_id(rewrite.snapshot_id)
@@ -256,12 +247,7 @@ def test_v3_upgrade_assigns_ids_to_rewritten_rows(catalog: SqlCatalog) -> None:
     appended(t, 3)
     commit_builder(t.table, MetadataBuilder(t.table.metadata).upgrade_format_version(3))
     assert all(e.data_file.first_row_id is None for e in live(t.table).values())
-    old = data_manifests(t.table)
-    rewrite = t.table.rewrite_manifests()
-    for m in old:
-        rewrite.delete_manifest(m)
-    for m in rewritten(t.table, old, parts=2):
-        rewrite.add_manifest(m)
+    rewrite, _ = replacing_all(t.table, parts=2)
     committed = rewrite.commit()
 
     assigned = sorted(e.data_file.first_row_id for e in live(t.table).values())  # type: ignore[type-var]

@@ -58,10 +58,14 @@ def new_snapshot_id(metadata: TableMetadata) -> int:
             return candidate
 
 
+def metadata_directory(metadata: TableMetadata) -> str:
+    """`<location>/metadata`, or `write.metadata.path` when the table sets it."""
+    return (metadata.property(METADATA_PATH) or f"{metadata.location}/metadata").rstrip("/")
+
+
 def metadata_file_location(metadata: TableMetadata, name: str) -> str:
-    """`<location>/metadata/<name>`, or under `write.metadata.path` when the table sets it."""
-    directory = metadata.property(METADATA_PATH) or f"{metadata.location}/metadata"
-    return f"{directory.rstrip('/')}/{name}"
+    """A file of that name in the table's metadata directory."""
+    return f"{metadata_directory(metadata)}/{name}"
 
 
 def manifest_codec(metadata: TableMetadata, table_name: str) -> str:

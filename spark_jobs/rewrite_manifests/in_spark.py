@@ -39,7 +39,7 @@ from icecore.spec.manifest_list import ManifestFile
 from spark_jobs.common.worker import cheap_cache_invalidation, worker_io
 
 SAMPLES_PER_OUTPUT = 100
-READ_BYTES_PER_TASK = 16 * 1024 * 1024  # manifest bytes one reading task reads
+READ_BYTES_PER_TASK = 4 * 1024 * 1024  # manifest bytes one reading task reads
 _BATCH_ROWS = 4096
 _SAMPLE = "group int, key binary"
 _ENTRIES = "output int, key binary, entry binary"
@@ -133,45 +133,49 @@ def _entries(
             yield group, entry
 
 
+def _bins_of(
+    batches: Iterator[pa.RecordBatch], payload: bytes, *, metrics: bool
+) -> Iterator[tuple[_Work, int, Iterator[tuple[int, bytes, ManifestEntry]]]]:
+    """A task's bins: the work, the bin's number, and its live entries as (group, sort key,
+    entry)."""
+    cheap_cache_invalidation()
+    work: _Work = pickle.loads(payload)
+    io = worker_io(work.io)
+    keys = [g.sort_key() for g in work.groups]
+    for batch in batches:
+        for index in batch.column(0).to_pylist():
+            entries = _entries(io, work, index, metrics=metrics)
+            yield work, index, ((g, keys[g](e.data_file), e) for g, e in entries)
+
+
 def _sample_task(batches: Iterator[pa.RecordBatch], payload: bytes) -> Iterator[pa.RecordBatch]:
     """About one entry in `step` of each group, drawn at random (seeded by the bin: a retried
     task draws the same): every n-th entry would follow the period manifests often have, one
     file per partition per commit, and miss whole partitions."""
-    cheap_cache_invalidation()
-    work: _Work = pickle.loads(payload)
-    io = worker_io(work.io)
-    keys = [g.sort_key() for g in work.groups]
-    for batch in batches:
-        for index in batch.column(0).to_pylist():
-            draw = random.Random(index).random
-            groups, sample = [], []
-            for group, entry in _entries(io, work, index, metrics=False):
-                if draw() * work.steps[group] < 1:
-                    groups.append(group)
-                    sample.append(keys[group](entry.data_file))
-            yield pa.RecordBatch.from_pydict(
-                {"group": pa.array(groups, pa.int32()), "key": pa.array(sample, pa.binary())}
-            )
+    for work, index, entries in _bins_of(batches, payload, metrics=False):
+        draw = random.Random(index).random
+        groups, sample = [], []
+        for group, key, _ in entries:
+            if draw() * work.steps[group] < 1:
+                groups.append(group)
+                sample.append(key)
+        yield pa.RecordBatch.from_pydict(
+            {"group": pa.array(groups, pa.int32()), "key": pa.array(sample, pa.binary())}
+        )
 
 
 def _read_task(batches: Iterator[pa.RecordBatch], payload: bytes) -> Iterator[pa.RecordBatch]:
-    cheap_cache_invalidation()
-    work: _Work = pickle.loads(payload)
-    io = worker_io(work.io)
-    keys = [g.sort_key() for g in work.groups]
-    for batch in batches:
-        for index in batch.column(0).to_pylist():
-            rows: tuple[list, list, list] = ([], [], [])
-            for group, entry in _entries(io, work, index, metrics=True):
-                key = keys[group](entry.data_file)
-                rows[0].append(work.offsets[group] + bisect_right(work.boundaries[group], key))
-                rows[1].append(key)
-                rows[2].append(pickle.dumps(entry, pickle.HIGHEST_PROTOCOL))
-                if len(rows[0]) >= _BATCH_ROWS:
-                    yield _entry_batch(*rows)
-                    rows = ([], [], [])
-            if rows[0]:
+    for work, _, entries in _bins_of(batches, payload, metrics=True):
+        rows: tuple[list, list, list] = ([], [], [])
+        for group, key, entry in entries:
+            rows[0].append(work.offsets[group] + bisect_right(work.boundaries[group], key))
+            rows[1].append(key)
+            rows[2].append(pickle.dumps(entry, pickle.HIGHEST_PROTOCOL))
+            if len(rows[0]) >= _BATCH_ROWS:
                 yield _entry_batch(*rows)
+                rows = ([], [], [])
+        if rows[0]:
+            yield _entry_batch(*rows)
 
 
 def _entry_batch(outputs: list[int], keys: list[bytes], entries: list[bytes]) -> pa.RecordBatch:

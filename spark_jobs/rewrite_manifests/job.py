@@ -25,7 +25,7 @@ from typing import Any
 from icecore.actions.manifest_output import ManifestOutput
 from icecore.actions.rewrite_manifests import ManifestRewritePlan, plan_manifest_rewrite
 from icecore.catalog import Catalog
-from icecore.commit.producer import metadata_file_location
+from icecore.commit.producer import metadata_directory
 from icecore.errors import CommitStateUnknownError, ValidationError
 from icecore.scan import snapshot_manifests
 from icecore.spec.manifest_list import ManifestContent, ManifestFile
@@ -157,7 +157,7 @@ def _write(
     """Write the plan's manifests into `written`; where they were written."""
     metadata = table.metadata
     run = str(uuid.uuid4())
-    directory = metadata_file_location(metadata, "").rstrip("/")
+    directory = metadata_directory(metadata)
     groups = [(g, ManifestOutput(g.form, directory, run, snapshot_id)) for g in plan.groups]
     replaced = sum(g.bytes for g in plan.groups)
     LOG.info(

@@ -11,19 +11,12 @@ still does not.
 from __future__ import annotations
 
 import random
-import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import duckdb
-import pyarrow as pa
-from pyiceberg.catalog.sql import SqlCatalog as PyIcebergCatalog
-from pyiceberg.partitioning import PartitionField, PartitionSpec
-from pyiceberg.schema import Schema
 from pyiceberg.table import StaticTable
-from pyiceberg.transforms import IdentityTransform
-from pyiceberg.types import LongType, NestedField, StringType
 from pyspark.sql import SparkSession
 
 from icecore.actions.manifest_ranges import manifest_ranges, overlapping
@@ -43,34 +36,8 @@ from tests.spark.manifest_tables import (
 )
 from tests.support.duckdb import duck_connection  # noqa: F401 - provides the `duck` fixture
 from tests.support.iceberg_java import java_read
+from tests.support.pyiceberg_appends import pyiceberg_appends
 from tests.support.tables import LocalTable
-
-ARROW = pa.schema([("id", pa.int64()), ("part", pa.string())])
-
-
-def _pyiceberg_appends(warehouse: Path, catalog: SqlCatalog, commits: int) -> PyIcebergCatalog:
-    """A table PyIceberg wrote, one commit (one manifest) per append of four partitions.
-    Snapshots are expired every 20 commits (by icecore): PyIceberg copies its whole metadata
-    on each commit, which otherwise makes 300 commits take a minute."""
-    engine = PyIcebergCatalog(
-        "default", uri=f"sqlite:///{warehouse}/catalog.db", warehouse=f"file://{warehouse}"
-    )
-    engine.create_namespace("py")
-    table = engine.create_table(
-        "py.events",
-        Schema(NestedField(1, "id", LongType()), NestedField(2, "part", StringType())),
-        partition_spec=PartitionSpec(PartitionField(2, 1000, IdentityTransform(), "part")),
-    )
-    for n in range(commits):
-        rows = [{"id": n * 10 + i, "part": "abcd"[i % 4]} for i in range(8)]
-        table.append(pa.Table.from_pylist(rows, ARROW))
-        if n % 20 == 19:
-            ours = catalog.load_table("py.events")
-            ours.expire_snapshots().expire_older_than(int(time.time() * 1000) + 1).retain_last(
-                1
-            ).commit()
-            table.refresh()
-    return engine
 
 
 def _pyiceberg_read(metadata_location: str) -> tuple[Counter[tuple[Any, ...]], dict[str, Any]]:
@@ -93,7 +60,7 @@ def test_a_pyiceberg_table_of_300_appends_becomes_one_manifest(
     duck: duckdb.DuckDBPyConnection,
 ) -> None:
     """The issue's bar (the speed-up is measured by bench/manifest_benchmark.py)."""
-    _pyiceberg_appends(warehouse, catalog, 300)
+    pyiceberg_appends(warehouse, catalog, 300)
     before = catalog.load_table("py.events")
     assert before.metadata_location is not None
     assert len(listed(before)) == 300  # one per commit
