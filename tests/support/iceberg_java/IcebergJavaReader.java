@@ -6,9 +6,10 @@
  *
  * Started by tests/support/iceberg_java/__init__.py:
  *   java ... IcebergJavaReader <metadata.json> [column ...]
- * prints one JSON object per line: {"file": [data file, delete file, ...]} for each planned
- * file with the deletes Iceberg applies to it, then {"row": [value, ...]} for each row
- * (only the columns named, in that order, when any are).
+ * prints one JSON object per line: {"file": [data file, delete file, ...], "first_row_id": n}
+ * for each planned file with the deletes Iceberg applies to it and the first row id Iceberg
+ * gives it (v3 row lineage; null before v3), then {"row": [value, ...]} for each row (only the
+ * columns named, in that order, when any are).
  * Values: numbers and strings as JSON; dates as days, times and timestamps as microseconds
  * since the epoch; anything else as its toString().
  */
@@ -51,7 +52,8 @@ public class IcebergJavaReader {
         for (DeleteFile delete : task.deletes()) {
           line.add(delete.location());
         }
-        out.append("{\"file\": ").append(json(line)).append("}\n");
+        out.append("{\"file\": ").append(json(line));
+        out.append(", \"first_row_id\": ").append(value(task.file().firstRowId())).append("}\n");
       }
     }
     IcebergGenerics.ScanBuilder scan = IcebergGenerics.read(table);

@@ -9,6 +9,7 @@ shaded dependencies, PySpark's Hadoop jars), compiled once per hash of its sourc
     read = java_read(table.metadata_location, ["id", "v"])
     read.rows    # Counter of (id, v) tuples
     read.files   # {data file path: frozenset of the delete file paths applied to it}
+    read.first_row_ids   # {data file path: the first row id Iceberg Java gives it}
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ class JavaRead:
 
     rows: Counter[tuple[Any, ...]]  # only the columns asked for, in that order
     files: dict[str, frozenset[str]]  # data file -> the delete files applied to it
+    first_row_ids: dict[str, int | None]  # data file -> its first row id (v3 row lineage)
 
 
 def java_read(metadata_location: str, columns: Sequence[str] = ()) -> JavaRead:
@@ -60,8 +62,11 @@ def java_read(metadata_location: str, columns: Sequence[str] = ()) -> JavaRead:
         for line in lines
         if (f := line.get("file"))
     }
+    first_row_ids = {
+        _local(line["file"][0]): line["first_row_id"] for line in lines if "file" in line
+    }
     rows = Counter(tuple(line["row"]) for line in lines if "row" in line)
-    return JavaRead(rows, files)
+    return JavaRead(rows, files, first_row_ids)
 
 
 def _local(location: str) -> str:
