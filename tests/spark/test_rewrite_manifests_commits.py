@@ -18,6 +18,7 @@ from pathlib import Path
 import duckdb
 import pyarrow.parquet as pq
 import pytest
+from icefloe_airflow.results import describe
 from pyspark.sql import SparkSession
 
 from icecore.catalog import SqlCatalog, load_catalog
@@ -28,6 +29,7 @@ from spark_jobs.common.cli import main
 from spark_jobs.common.errors import JobError
 from spark_jobs.expire_snapshots import run as expire_snapshots
 from spark_jobs.remove_orphan_files import run as remove_orphan_files
+from spark_jobs.specs.grammar import describe_size as size
 from spark_jobs.specs.jobs import ExpireSnapshotsOptions, RemoveOrphanFilesOptions
 from tests.spark.manifest_tables import (
     MERGE_OFF,
@@ -277,3 +279,7 @@ def test_the_command_line(catalog: SqlCatalog, warehouse: Path, events: CatalogT
     result = json.loads(out.getvalue().strip().splitlines()[-1])
     assert result["status"] == "committed" and result["rewritten_in"] == "driver"
     assert (result["data_manifests_before"], result["data_manifests_after"]) == (40, 1)
+    assert describe("rewrite_manifests", result) == (  # what the task log and the page say
+        f"rewrote 46 manifests ({size(result['rewritten_bytes'])}, 86 entries) into 2: the "
+        "table lists 2 manifests, was 46, in 1 commit"
+    )
