@@ -74,18 +74,29 @@ def _no_spark() -> SparkSession:
     raise AssertionError("the driver's threads were enough: Spark must not start")
 
 
-def test_an_append_meanwhile_is_kept_and_a_compaction_meanwhile_makes_it_plan_again(
+def test_a_batch_meanwhile_is_kept_and_a_compaction_meanwhile_makes_it_plan_again(
     spark: SparkSession, catalog: SqlCatalog, events: CatalogTable, duck: duckdb.DuckDBPyConnection
 ) -> None:
+    rows = agreed_rows(catalog.load_table("db.events"), duck)
+    gone = next(
+        t.file for t in catalog.load_table("db.events").scan().plan_files() if not t.deletes
+    )
+    (dead,) = pq.read_table(gone.file_path.removeprefix("file://")).to_pylist()
+
     def ingest_meanwhile(table: Table) -> None:
+        """A batch as the ingestion job commits one: a new row, and a row deleted by its
+        position in a file the rewrite moves to a new manifest."""
         other = catalog.load_table("db.events")
-        other.new_fast_append().append_file(events.data([{"id": -1, "cat": "z", "v": 0}])).commit()
+        deletes = events.position_deletes([(gone.file_path, 0)], partition=gone.partition)
+        data = events.data([{"id": -1, "cat": "z", "v": 0}])
+        other.new_row_delta().add_rows(data).add_deletes(deletes).commit()
 
     result = rewrite(spark, catalog, "db.events", before_commit=ingest_meanwhile)
-    assert result["status"] == "committed" and result["attempts"] == 1
+    assert result["status"] == "committed" and result["attempts"] == 1  # rebased, not re-run
     table = catalog.load_table("db.events")
-    assert len(listed(table)) == 3  # the rewrite's data and delete manifests, the append's
-    assert (-1, "z", 0) in agreed_rows(table, duck)
+    assert len(listed(table)) == 4  # the rewrite's data and delete manifests, the batch's two
+    expected = rows + Counter({(-1, "z", 0): 1}) - Counter({tuple(dead.values()): 1})
+    assert agreed_rows(table, duck) == expected
 
     appends(CatalogTable(table, events.writer), 10, start=40)
     attempts: list[int] = []
