@@ -58,10 +58,22 @@ def new_snapshot_id(metadata: TableMetadata) -> int:
             return candidate
 
 
+def metadata_directory(metadata: TableMetadata) -> str:
+    """`<location>/metadata`, or `write.metadata.path` when the table sets it."""
+    return (metadata.property(METADATA_PATH) or f"{metadata.location}/metadata").rstrip("/")
+
+
 def metadata_file_location(metadata: TableMetadata, name: str) -> str:
-    """`<location>/metadata/<name>`, or under `write.metadata.path` when the table sets it."""
-    directory = metadata.property(METADATA_PATH) or f"{metadata.location}/metadata"
-    return f"{directory.rstrip('/')}/{name}"
+    """A file of that name in the table's metadata directory."""
+    return f"{metadata_directory(metadata)}/{name}"
+
+
+def manifest_codec(metadata: TableMetadata, table_name: str) -> str:
+    """The Avro codec of the table's manifests and lists (`write.manifest.compression-codec`)."""
+    name = (metadata.property(*MANIFEST_CODEC) or MANIFEST_CODEC[1]).lower()
+    if name not in _AVRO_CODECS:
+        raise ValidationError(f"{table_name}: unknown {MANIFEST_CODEC[0]} {name!r}")
+    return _AVRO_CODECS[name]
 
 
 class SnapshotProducer(TableUpdate):
@@ -126,6 +138,11 @@ class SnapshotProducer(TableUpdate):
     def _manifests(self, base: TableMetadata, parent: Snapshot | None) -> list[ManifestFile]:
         """The new snapshot's manifests; sets `_counts`, `_changed_partitions` and
         `_replaced_manifests` for the summary. Reuses what earlier attempts wrote."""
+
+    def _rows_to_assign(self, manifest: ManifestFile) -> int | None:
+        """v3: how many rows of `manifest` (a data manifest without a `first_row_id`) need
+        row ids from the list; None for the spec's estimate, every row it lists."""
+        return None
 
     # The attempt --------------------------------------------------------------------------------
 
@@ -193,7 +210,8 @@ class SnapshotProducer(TableUpdate):
             format_version=base.format_version,
             next_row_id=base.next_row_id,
         )
-        writer.add_all(self._manifests(base, parent))
+        for manifest in self._manifests(base, parent):
+            writer.add(manifest, self._rows_to_assign(manifest))
         listed = writer.close()
         own = [m for m in listed if m.added_snapshot_id == self.snapshot_id]
         added_rows = None
@@ -223,10 +241,7 @@ class SnapshotProducer(TableUpdate):
         )
 
     def _codec(self, base: TableMetadata) -> str:
-        name = (base.property(*MANIFEST_CODEC) or MANIFEST_CODEC[1]).lower()
-        if name not in _AVRO_CODECS:
-            raise ValidationError(f"{self.table.name}: unknown {MANIFEST_CODEC[0]} {name!r}")
-        return _AVRO_CODECS[name]
+        return manifest_codec(base, self.table.name)
 
     def _delete_files(self, locations: Iterable[str]) -> None:
         """Best effort: a file left behind is an orphan, never a broken table."""
