@@ -194,3 +194,22 @@ def test_options_given_in_code_are_named_by_their_key() -> None:
     unknown = OPERATORS["rewrite_data_files"](task_id="t", table="db.events", options={"zorder": 1})
     with pytest.raises(AirflowException, match="rewrite_data_files has no option 'zorder'"):
         unknown.checked_options({})
+
+
+def test_a_jobs_own_refusal_names_the_forms_switch() -> None:
+    """The expiry floor is checked by the job, against the table's snapshots: its cause names
+    the command line's flag, which a run from the form says as the form's switch."""
+    cause = (
+        "JobError: 2 snapshots are younger than the floor (committed after 2026-01-01); "
+        "pass --force to expire them anyway"
+    )
+    from_form = operator_for("expire_snapshots")
+    assert from_form.in_callers_words(cause).endswith(
+        'switch on "Force" in the form to expire them anyway'
+    )
+    in_code = OPERATORS["expire_snapshots"](task_id="t", table="db.events")
+    assert in_code.in_callers_words(cause).endswith(
+        "set force=True in the options to expire them anyway"
+    )
+    ingest = operator_for("ingest")  # no switch to name: the cause stays as the job said it
+    assert ingest.in_callers_words(cause) == cause

@@ -358,6 +358,17 @@ class IcefloeJobOperator(SparkSubmitOperator):
         if not hook.get_catalog().table_exists(self.table):
             raise Refused(f"table {self.table} does not exist in catalog {hook.settings().name!r}")
 
+    def in_callers_words(self, cause: str) -> str:
+        """A job's cause names its command line's `--force`; a run from the trigger form says
+        the form's switch instead (the checks that need the table run in the job)."""
+        try:
+            force = self.spec.options.option_named("force")
+        except KeyError:
+            return cause
+        if not self.from_params:
+            return cause.replace(f"pass {force.flag}", f"set {force.name}=True in the options")
+        return cause.replace(f"pass {force.flag}", f'switch on "{force.title}" in the form')
+
     def _record_health(self, hook: IcebergHook, store: MaintenanceStore) -> None:
         """The table's health after the job, in the health history the Iceberg page charts
         (metadata only); a check that cannot be made is logged, never a failure of the job."""
@@ -423,6 +434,7 @@ class IcefloeJobOperator(SparkSubmitOperator):
                 cause = _outcome(result_file).get("cause")
                 if cause is None:
                     raise
+                cause = self.in_callers_words(cause)
                 raise AirflowException(f"{self.job} failed on {self.table}: {cause}") from exc
             result = _outcome(result_file).get("result")
         finally:
