@@ -24,6 +24,11 @@ from icecore.data.arrow_schema import arrow_schema
 from icecore.io import FileIO
 from icecore.scan import FileScanTask
 from icecore.spec.manifest import DataFile, FileContent, FileFormat
+from icecore.spec.metadata_columns import (
+    LAST_UPDATED_SEQUENCE_NUMBER,
+    POSITION_DELETE_SCHEMA,
+    ROW_ID,
+)
 from icecore.spec.schema import Schema
 from icecore.spec.types import (
     IntegerType,
@@ -43,7 +48,6 @@ from spark_jobs.reading.live_batches import (
 )
 from spark_jobs.rewrite_data_files.in_tasks import _prefetched, rewrite_in_tasks
 from spark_jobs.rewrite_data_files.plan import FileGroup
-from spark_jobs.writing.files import LAST_UPDATED_SEQUENCE_NUMBER, POSITION_DELETE_SCHEMA, ROW_ID
 
 FIELDS = [
     NestedField(1, "id", LongType(), required=True),

@@ -39,6 +39,7 @@ from pyspark.sql import SparkSession
 
 from icecore.data.arrow_schema import arrow_schema
 from icecore.spec.manifest import DataFile, content_key
+from icecore.spec.metadata_columns import POSITION_DELETE_SCHEMA
 from icecore.spec.types import NestedField
 from spark_jobs.common.worker import cheap_cache_invalidation, worker_io
 from spark_jobs.reading.live_batches import DataRef, DeleteRef, LiveBatches
@@ -57,7 +58,7 @@ from spark_jobs.writing.deletion_vectors import (
     dv_reports,
     written_dvs,
 )
-from spark_jobs.writing.files import POSITION_DELETE_SCHEMA, FileSet, RunFiles
+from spark_jobs.writing.files import FileSet, RunFiles
 from spark_jobs.writing.grouped_deletes import GROUP, GroupLayout
 from spark_jobs.writing.metrics import MetricsConfig
 

@@ -38,10 +38,10 @@ from pyspark.sql import types as T
 from pyspark.sql.pandas.types import to_arrow_schema
 
 from icecore.data.arrow_schema import FIELD_ID_KEY
+from icecore.spec.metadata_columns import ROW_LINEAGE
 from icecore.spec.types import IcebergType, ListType, MapType, NestedField, StructType
 from spark_jobs.common.worker import cheap_cache_invalidation, worker_io
 from spark_jobs.schema import spark_schema
-from spark_jobs.writing.files import ROW_LINEAGE
 
 SPLIT_BYTES = 128 * 1024 * 1024  # Spark's spark.sql.files.maxPartitionBytes default
 BATCH_ROWS = 64 * 1024

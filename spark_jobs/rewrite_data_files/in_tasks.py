@@ -37,6 +37,7 @@ import pyarrow as pa
 from pyspark.sql import SparkSession
 
 from icecore.spec.manifest import FileContent
+from icecore.spec.properties import WRITE_TARGET_FILE_SIZE_BYTES
 from icecore.spec.schema import Schema
 from icecore.spec.types import NestedField
 from spark_jobs.common.errors import JobError
@@ -52,7 +53,7 @@ from spark_jobs.writing.arrow_files import (
     kept_files,
     written_batch,
 )
-from spark_jobs.writing.files import TARGET_FILE_SIZE, FileSet, RunFiles
+from spark_jobs.writing.files import FileSet, RunFiles
 from spark_jobs.writing.grouped_deletes import GROUP
 
 MIN_SPLIT_BYTES = 4 * 1024 * 1024  # no point cutting files finer than Spark's open cost
@@ -91,7 +92,7 @@ def rewrite_in_tasks(
         io_properties=run.io_properties,
         table_properties=run.metadata.properties,
         max_records=max_records,
-        target_bytes=run.metadata.property_as_int(*TARGET_FILE_SIZE),
+        target_bytes=WRITE_TARGET_FILE_SIZE_BYTES.read(run.metadata.properties),
     )
     payload = json.dumps(
         {

@@ -27,6 +27,7 @@ from pyspark.sql import SparkSession
 from icecore.catalog import Catalog
 from icecore.errors import CommitConflictError, ValidationError
 from icecore.spec.manifest import DataFile, content_key
+from icecore.spec.properties import WRITE_TARGET_FILE_SIZE_BYTES
 from icecore.spec.sorting import SortOrder
 from icecore.spec.terms import parse_sort_order
 from icecore.table import Table
@@ -37,7 +38,6 @@ from spark_jobs.common.session import SessionSource, configure, session_of
 from spark_jobs.planning.sizes import FileSizeBounds
 from spark_jobs.planning.where import parse_where
 from spark_jobs.rewrite_data_files.plan import (
-    TARGET_FILE_SIZE,
     CompactionPlan,
     FileGroup,
     PlanRules,
@@ -147,7 +147,9 @@ def _log_plan(table: Table, groups: list[FileGroup], attempt: int) -> None:
 
 
 def _plan_rules(table: Table, options: RewriteDataFilesOptions) -> PlanRules:
-    target = options.target_file_size_bytes or table.metadata.property_as_int(*TARGET_FILE_SIZE)
+    target = options.target_file_size_bytes or WRITE_TARGET_FILE_SIZE_BYTES.read(
+        table.metadata.properties
+    )
     spec_id = options.output_spec_id
     if spec_id is not None and spec_id not in table.metadata.specs_by_id():
         raise JobError(f"--output-spec-id {options.output_spec_id}: no such partition spec")

@@ -34,8 +34,6 @@ from spark_jobs.planning.binpack import bin_pack
 from spark_jobs.planning.sizes import FileSizeBounds
 from spark_jobs.specs.jobs import RewriteDataFilesOptions
 
-TARGET_FILE_SIZE = ("write.target-file-size-bytes", 512 * 1024 * 1024)
-
 
 @dataclass(frozen=True)
 class PlanRules:

@@ -45,6 +45,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from icecore.spec.manifest import DataFile, FileContent
+from icecore.spec.metadata_columns import ROW_LINEAGE
 from icecore.spec.partitioning import PartitionSpec
 from icecore.spec.schema import Schema
 from icecore.spec.sorting import SortOrder
@@ -56,7 +57,7 @@ from spark_jobs.reading.live_rows import LiveRows, check_no_lineage_names
 from spark_jobs.rewrite_data_files.in_tasks import rewrite_in_tasks
 from spark_jobs.rewrite_data_files.plan import CompactionPlan, FileGroup
 from spark_jobs.schema import conform, quoted
-from spark_jobs.writing.files import ROW_LINEAGE, FileSet, RunFiles
+from spark_jobs.writing.files import FileSet, RunFiles
 from spark_jobs.writing.grouped_deletes import GROUP, GroupLayout, group_of
 from spark_jobs.writing.layout import PartitionLayout
 from spark_jobs.writing.metrics import MetricsConfig

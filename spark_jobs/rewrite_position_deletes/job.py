@@ -63,6 +63,7 @@ from pyspark.sql import types as T
 from icecore.catalog import Catalog
 from icecore.errors import CommitConflictError
 from icecore.spec.manifest import DataFile, FileContent
+from icecore.spec.metadata_columns import DELETE_FILE_PATH, DELETE_FILE_POS
 from icecore.spec.types import LongType, NestedField, StringType
 from icecore.table import Table
 from spark_jobs.committing.batches import cleanup_on_failure, commit_batches, delete_quietly
@@ -90,7 +91,7 @@ from spark_jobs.writing.deletion_vectors import (
     previous_deletes,
     write_deletion_vectors,
 )
-from spark_jobs.writing.files import DELETE_FILE_PATH, DELETE_POS, RunFiles
+from spark_jobs.writing.files import RunFiles
 from spark_jobs.writing.grouped_deletes import (
     GROUP,
     finish,
@@ -105,7 +106,7 @@ JOB_PROPERTY = "icefloe.job"
 _D = "_del"
 # Read under other names: a table column may be called file_path or pos.
 _PATH = NestedField(DELETE_FILE_PATH.field_id, "file_path", StringType())
-_POS = NestedField(DELETE_POS.field_id, "pos", LongType())
+_POS = NestedField(DELETE_FILE_POS.field_id, "pos", LongType())
 
 
 @dataclass

@@ -43,6 +43,13 @@ from pyspark.sql import functions as F
 
 from icecore.data.arrow_schema import arrow_schema
 from icecore.io import FileIO
+from icecore.spec.properties import (
+    PARQUET_COMPRESSION,
+    PARQUET_COMPRESSION_LEVEL,
+    PARQUET_DICT_SIZE_BYTES,
+    PARQUET_PAGE_SIZE_BYTES,
+    PARQUET_ROW_GROUP_SIZE_BYTES,
+)
 from icecore.spec.schema import Schema
 from icecore.spec.types import DoubleType, FloatType, NestedField, StructType
 from spark_jobs.common.errors import JobError
@@ -74,17 +81,15 @@ def escape_path_name(text: str) -> str:
 def writer_options(properties: Mapping[str, str]) -> dict[str, Any]:
     """pyarrow ParquetWriter arguments from the table's Parquet properties (Iceberg's
     defaults: zstd, 128 MiB row groups, 1 MiB pages, 2 MiB dictionary pages)."""
-    codec = properties.get("write.parquet.compression-codec", "zstd").lower()
+    codec = str(PARQUET_COMPRESSION.read(properties)).lower()
     if codec not in _CODECS:
-        raise JobError(f"write.parquet.compression-codec {codec!r} is not supported")
-    level = properties.get("write.parquet.compression-level")
+        raise JobError(f"{PARQUET_COMPRESSION.name} {codec!r} is not supported")
+    level = PARQUET_COMPRESSION_LEVEL.read(properties)
     return {
         "compression": _CODECS[codec],
         "compression_level": int(level) if level else None,
-        "data_page_size": int(properties.get("write.parquet.page-size-bytes", 1024 * 1024)),
-        "dictionary_pagesize_limit": int(
-            properties.get("write.parquet.dict-size-bytes", 2 * 1024 * 1024)
-        ),
+        "data_page_size": PARQUET_PAGE_SIZE_BYTES.read(properties),
+        "dictionary_pagesize_limit": PARQUET_DICT_SIZE_BYTES.read(properties),
         "write_statistics": True,
         "store_decimal_as_integer": True,  # INT32/INT64 for small precisions, as Spark does
     }
@@ -131,9 +136,7 @@ class WritePlan:
             partition_names=list(partition_names),
             io=dict(io_properties),
             options=writer_options(table_properties),
-            row_group_bytes=int(
-                table_properties.get("write.parquet.row-group-size-bytes", 128 * 1024 * 1024)
-            ),
+            row_group_bytes=PARQUET_ROW_GROUP_SIZE_BYTES.read(table_properties),
             max_records=max_records,
             target_bytes=target_bytes,
         )

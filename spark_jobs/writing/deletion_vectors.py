@@ -50,10 +50,11 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from icecore.commit.manifest_filter import referenced_data_file
 from icecore.io import FileIO
+from icecore.spec.delete_targets import referenced_data_file
 from icecore.spec.deletion_vectors import DeletionVector, dv_blob, read_dv
 from icecore.spec.manifest import DataFile, FileContent, FileFormat, content_key
+from icecore.spec.metadata_columns import DELETE_FILE_PATH, DELETE_FILE_POS
 from icecore.spec.puffin import PuffinWriter
 from icecore.spec.types import LongType, NestedField, StringType
 from spark_jobs.common.errors import JobError
@@ -61,14 +62,14 @@ from spark_jobs.common.worker import cheap_cache_invalidation, worker_io
 from spark_jobs.reading.live_files import require_parquet
 from spark_jobs.reading.local_frames import local_frame
 from spark_jobs.reading.parquet_files import PerFile, read_parquet
-from spark_jobs.writing.files import DELETE_FILE_PATH, DELETE_POS, RunFiles
+from spark_jobs.writing.files import RunFiles
 
 FILE_PATH, POS = "file_path", "pos"
 _NEW, _ID = "_dv_new", "_dv_del"
 # Legacy files are read under these (optional) fields: a table column may be called file_path.
 _LEGACY = (
     NestedField(DELETE_FILE_PATH.field_id, FILE_PATH, StringType()),
-    NestedField(DELETE_POS.field_id, POS, LongType()),
+    NestedField(DELETE_FILE_POS.field_id, POS, LongType()),
 )
 # What a task reports per DV: its Puffin file and that file's size, its blob, its data file.
 _REPORT_SCHEMA = pa.schema(

@@ -24,12 +24,14 @@ from pyspark.sql import DataFrame
 
 from icecore.errors import FileError
 from icecore.io import FileIO
-from icecore.scan.delete_index import DELETE_FILE_PATH_ID
+from icecore.spec.delete_targets import single_path
 from icecore.spec.manifest import DataFile, FileContent, FileFormat
 from icecore.spec.metadata import TableMetadata
+from icecore.spec.metadata_columns import POSITION_DELETE_SCHEMA
 from icecore.spec.partitioning import PartitionSpec
+from icecore.spec.properties import WRITE_TARGET_FILE_SIZE_BYTES
 from icecore.spec.schema import Schema
-from icecore.spec.types import LongType, NestedField, StringType
+from icecore.spec.types import NestedField
 from spark_jobs.common.errors import JobError
 from spark_jobs.schema import invalid_value
 from spark_jobs.writing.arrow_files import write_with_arrow
@@ -37,19 +39,6 @@ from spark_jobs.writing.layout import PartitionLayout
 from spark_jobs.writing.metrics import MetricsConfig
 
 DATA_PATH = "write.data.path"
-TARGET_FILE_SIZE = ("write.target-file-size-bytes", 512 * 1024 * 1024)
-
-# Reserved columns of position delete files (spec: "Position Delete Files").
-DELETE_FILE_PATH = NestedField(DELETE_FILE_PATH_ID, "file_path", StringType(), required=True)
-DELETE_POS = NestedField(2147483545, "pos", LongType(), required=True)
-POSITION_DELETE_SCHEMA = Schema((DELETE_FILE_PATH, DELETE_POS))
-
-# Row lineage columns of v3 data files (spec: "Row Lineage"), optional longs as Java's
-# `MetadataColumns` declares them. A data file carries them only when it holds rows moved
-# from other files (a compaction): a null value, or no column, means "inherited".
-ROW_ID = NestedField(2147483540, "_row_id", LongType())
-LAST_UPDATED_SEQUENCE_NUMBER = NestedField(2147483539, "_last_updated_sequence_number", LongType())
-ROW_LINEAGE = (ROW_ID, LAST_UPDATED_SEQUENCE_NUMBER)
 
 
 @dataclass(frozen=True)
@@ -108,7 +97,7 @@ def data_location(metadata: TableMetadata) -> str:
 def rows_per_file(metadata: TableMetadata) -> int | None:
     """Rows per file that reach `write.target-file-size-bytes` at the table's average bytes
     per row so far; None (no limit) for a table without data yet."""
-    target = metadata.property_as_int(*TARGET_FILE_SIZE)
+    target = WRITE_TARGET_FILE_SIZE_BYTES.read(metadata.properties)
     snapshot = metadata.current_snapshot()
     summary = snapshot.summary if snapshot is not None else None
     if summary is None:
@@ -169,7 +158,9 @@ class RunFiles:
             io_properties=self.io_properties,
             table_properties=self.metadata.properties,
             max_records=max_records,
-            target_bytes=None if positions else self.metadata.property_as_int(*TARGET_FILE_SIZE),
+            target_bytes=None
+            if positions
+            else WRITE_TARGET_FILE_SIZE_BYTES.read(self.metadata.properties),
         )
         self.add(file_set, described)
         return list(described)
@@ -213,10 +204,7 @@ def _data_file(
     described = metrics[location]
     referenced = None
     if file_set.content == FileContent.POSITION_DELETES:
-        low = described["lower_bounds"].get(DELETE_FILE_PATH_ID)
-        high = described["upper_bounds"].get(DELETE_FILE_PATH_ID)
-        if low is not None and low == high:
-            referenced = low.decode("utf-8")
+        referenced = single_path(described["lower_bounds"], described["upper_bounds"])
     return DataFile(
         file_path=location,
         file_format=FileFormat.PARQUET,

@@ -18,17 +18,13 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from icecore.spec.manifest import DataFile
+from icecore.spec.metadata_columns import DELETE_FILE_PATH, DELETE_FILE_POS
 from icecore.spec.partitioning import PartitionSpec
 from icecore.spec.types import NestedField
 from spark_jobs.common.errors import JobError
 from spark_jobs.reading.live_files import PartitionKey
 from spark_jobs.schema import FIELD_ID_KEY
-from spark_jobs.writing.files import (
-    DELETE_FILE_PATH,
-    DELETE_POS,
-    FileSet,
-    RunFiles,
-)
+from spark_jobs.writing.files import FileSet, RunFiles
 from spark_jobs.writing.layout import PartitionLayout
 from spark_jobs.writing.metrics import MetricsConfig
 
@@ -68,7 +64,7 @@ def position_columns(path: Column, pos: Column) -> list[Column]:
             DELETE_FILE_PATH.name, metadata={FIELD_ID_KEY: DELETE_FILE_PATH.field_id}
         ),
         F.coalesce(pos.cast("long"), F.lit(0).cast("long")).alias(
-            DELETE_POS.name, metadata={FIELD_ID_KEY: DELETE_POS.field_id}
+            DELETE_FILE_POS.name, metadata={FIELD_ID_KEY: DELETE_FILE_POS.field_id}
         ),
     ]
 
