@@ -11,10 +11,11 @@ bounds that tie a position delete to one data file. Memory holds one aggregate p
 plus one small record per live delete file (as scan planning holds its delete index), never
 a list of the table's data files.
 
-Small files: data files below `small_file_fraction` (default 0.75) x
-`write.target-file-size-bytes` (default 512 MiB). 0.75 is Amoro's
-`self-optimizing.min-target-size-ratio`: a file at three quarters of the target is already
-worth leaving alone, one below it is a candidate for bin-packing.
+Small files: data files below `small_file_fraction` x `write.target-file-size-bytes` (default
+512 MiB); the fraction defaults to the compaction planner's 0.75
+(`icecore.actions.file_sizes.MIN_FRACTION`, also Amoro's `self-optimizing.min-target-size-ratio`):
+a file at three quarters of the target is already worth leaving alone, one below it is a
+candidate for bin-packing.
 
 Dangling deletes are delete files that scan planning (icecore.scan.delete_index, the spec's "Scan
 Planning" rules) would pair with no live data file of the snapshot: readers still open them,
@@ -44,6 +45,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from icecore.actions.file_sizes import MIN_FRACTION
 from icecore.errors import ValidationError
 from icecore.io import FileIO
 from icecore.scan import snapshot_manifests
@@ -58,7 +60,6 @@ _MIB = 1024 * 1024
 # Upper bounds of the data-file size histogram (the last bucket holds everything larger): the
 # sizes a reader pays an open for, from the tiny files of streaming writers to the target.
 SIZE_BUCKETS = (1 * _MIB, 8 * _MIB, 32 * _MIB, 128 * _MIB, 512 * _MIB)
-DEFAULT_SMALL_FILE_FRACTION = 0.75
 
 PartitionKey = tuple[int, tuple[Any, ...]]  # (spec id, partition tuple)
 
@@ -292,7 +293,7 @@ def table_health(
     name: str | None = None,
     snapshot_id: int | None = None,
     ref: str | None = None,
-    small_file_fraction: float = DEFAULT_SMALL_FILE_FRACTION,
+    small_file_fraction: float = MIN_FRACTION,
     target_file_size_bytes: int | None = None,
     now_ms: int | None = None,
 ) -> HealthReport:

@@ -1,4 +1,4 @@
-"""The in-task reader of a compaction (`spark_jobs.reading.live_batches`), on real Parquet
+"""The in-task reader of a compaction (`icecore.data.live_batches`), on real Parquet
 files: every delete rule against a model computed from the rows themselves.
 
 The job-level compaction tests cover the common shapes (CDC tables with one key column); these
@@ -20,7 +20,15 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from icecore.actions.rewrite_data_files import FileGroup
 from icecore.data.arrow_schema import arrow_schema
+from icecore.data.live_batches import (
+    EQUALITY,
+    POSITION,
+    DataRef,
+    DeleteRef,
+    LiveBatches,
+)
 from icecore.io import FileIO
 from icecore.scan import FileScanTask
 from icecore.spec.manifest import DataFile, FileContent, FileFormat
@@ -39,15 +47,7 @@ from icecore.spec.types import (
     UUIDType,
 )
 from spark_jobs.common.errors import JobError
-from spark_jobs.reading.live_batches import (
-    EQUALITY,
-    POSITION,
-    DataRef,
-    DeleteRef,
-    LiveBatches,
-)
 from spark_jobs.rewrite_data_files.in_tasks import _prefetched, rewrite_in_tasks
-from spark_jobs.rewrite_data_files.plan import FileGroup
 
 FIELDS = [
     NestedField(1, "id", LongType(), required=True),

@@ -23,6 +23,7 @@ from pyspark.sql import types as T
 
 from icecore.catalog import Catalog
 from icecore.commit.producer import SnapshotProducer
+from icecore.data.metrics import MetricsConfig
 from icecore.errors import AlreadyExistsError, CommitStateUnknownError, NoSuchTableError
 from icecore.spec.manifest import DataFile, FileContent
 from icecore.spec.metadata import TableMetadata
@@ -67,7 +68,6 @@ from spark_jobs.writing.files import (
     rows_per_file,
 )
 from spark_jobs.writing.layout import PartitionLayout
-from spark_jobs.writing.metrics import MetricsConfig
 from spark_jobs.writing.transforms import sort_columns
 
 KEYED_MODES = ("upsert", "delete", "cdc")

@@ -5,7 +5,7 @@
 A bin-pack into the group's own partition needs neither a shuffle nor a sort: Iceberg's own
 bin-pack runner reads a group with a split size of its input divided by its output file count,
 so each task writes one output file from a share of the inputs. The same shape here, with
-the task doing the whole rewrite in pyarrow (`reading.live_batches` applies the deletes,
+the task doing the whole rewrite in pyarrow (`icecore.data.live_batches` applies the deletes,
 `writing.arrow_files.TaskWriter` writes and describes the files): the rows never cross into
 the JVM and back, which was most of a compaction's cost once table files were read and
 written through FileIO (Arrow to Spark rows on the read, rows to Arrow on the write, a join
@@ -36,16 +36,16 @@ from typing import Any
 import pyarrow as pa
 from pyspark.sql import SparkSession
 
+from icecore.actions.rewrite_data_files import FileGroup
+from icecore.data.live_batches import DataRef, DeleteRef, LiveBatches
 from icecore.spec.manifest import FileContent
 from icecore.spec.properties import WRITE_TARGET_FILE_SIZE_BYTES
 from icecore.spec.schema import Schema
 from icecore.spec.types import NestedField
 from spark_jobs.common.errors import JobError
 from spark_jobs.common.worker import cheap_cache_invalidation, worker_io
-from spark_jobs.reading.live_batches import DataRef, DeleteRef, LiveBatches
 from spark_jobs.reading.live_files import top_level_fields
 from spark_jobs.reading.live_rows import delete_key
-from spark_jobs.rewrite_data_files.plan import FileGroup
 from spark_jobs.writing.arrow_files import (
     WRITTEN,
     TaskWriter,

@@ -19,11 +19,20 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from pyspark.sql import SparkSession
 
+from icecore.actions.committing import cleanup_on_failure, commit_batches, delete_quietly
+from icecore.actions.file_sizes import FileSizeBounds
+from icecore.actions.rewrite_data_files import (
+    CompactionPlan,
+    FileGroup,
+    PlanRules,
+    plan_compaction,
+)
 from icecore.catalog import Catalog
 from icecore.errors import CommitConflictError, ValidationError
 from icecore.spec.manifest import DataFile, content_key
@@ -31,18 +40,10 @@ from icecore.spec.properties import WRITE_TARGET_FILE_SIZE_BYTES
 from icecore.spec.sorting import SortOrder
 from icecore.spec.terms import parse_sort_order
 from icecore.table import Table
-from spark_jobs.committing.batches import cleanup_on_failure, commit_batches, delete_quietly
 from spark_jobs.common.errors import JobError
 from spark_jobs.common.progress import size
 from spark_jobs.common.session import SessionSource, configure, session_of
-from spark_jobs.planning.sizes import FileSizeBounds
-from spark_jobs.planning.where import parse_where
-from spark_jobs.rewrite_data_files.plan import (
-    CompactionPlan,
-    FileGroup,
-    PlanRules,
-    plan_compaction,
-)
+from spark_jobs.common.where import parse_where
 from spark_jobs.rewrite_data_files.write import write_groups
 from spark_jobs.schema import check_spark_readable
 from spark_jobs.specs.jobs import RewriteDataFilesOptions
@@ -50,6 +51,7 @@ from spark_jobs.writing.files import RunFiles
 
 JOB_PROPERTY = "icefloe.job"
 LOG = logging.getLogger("icefloe.rewrite_data_files")
+BeforeCommit = Callable[[Table], None]
 
 
 @dataclass
@@ -63,10 +65,10 @@ def run(
     catalog: Catalog,
     options: RewriteDataFilesOptions,
     *,
-    before_commit: Any = None,
+    before_commit: BeforeCommit | None = None,
 ) -> dict[str, Any]:
-    """Rewrite the table's data files; the result counters. `before_commit(table)` is a
-    hook tests use to commit concurrently between writing and committing."""
+    """Rewrite the table's data files; the result counters. `before_commit(table)` runs
+    between writing and committing, once (tests commit concurrently there)."""
     started = time.monotonic()
     table = catalog.load_table(options.table)
     check_spark_readable(table.metadata.schema().fields)  # every column is rewritten
@@ -155,7 +157,22 @@ def _plan_rules(table: Table, options: RewriteDataFilesOptions) -> PlanRules:
         raise JobError(f"--output-spec-id {options.output_spec_id}: no such partition spec")
     sizes = FileSizeBounds.of(target, options.min_file_size_bytes, options.max_file_size_bytes)
     output = table.metadata.default_spec_id if spec_id is None else spec_id
-    return PlanRules(options, sizes, output)
+    return plan_rules(options, sizes, output)
+
+
+def plan_rules(
+    options: RewriteDataFilesOptions, sizes: FileSizeBounds, output_spec_id: int
+) -> PlanRules:
+    """The planner's settings from the job's options."""
+    return PlanRules(
+        sizes=sizes,
+        output_spec_id=output_spec_id,
+        max_file_group_size_bytes=options.max_file_group_size_bytes,
+        min_input_files=options.min_input_files,
+        delete_file_threshold=options.delete_file_threshold,
+        delete_ratio_threshold=options.delete_ratio_threshold,
+        rewrite_all=options.rewrite_all,
+    )
 
 
 def _sort_order(table: Table, options: RewriteDataFilesOptions) -> SortOrder | None:
@@ -182,7 +199,7 @@ def _rewrite(
     rules: PlanRules,
     order: SortOrder | None,
     result: dict[str, Any],
-    before_commit: Any,
+    before_commit: BeforeCommit | None,
 ) -> list[tuple[FileGroup, str]]:
     """Write and commit `groups`; the groups that conflicted, with the conflict."""
     run = RunFiles(table.io, table.metadata, "rewrite-data-files")

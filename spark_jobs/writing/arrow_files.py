@@ -42,6 +42,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from icecore.data.arrow_schema import arrow_schema
+from icecore.data.metrics import MetricsConfig, decode, metrics_of
 from icecore.io import FileIO
 from icecore.spec.properties import (
     PARQUET_COMPRESSION,
@@ -55,7 +56,6 @@ from icecore.spec.types import DoubleType, FloatType, NestedField, StructType
 from spark_jobs.common.errors import JobError
 from spark_jobs.common.worker import cheap_cache_invalidation, worker_io
 from spark_jobs.schema import quote_name
-from spark_jobs.writing.metrics import MetricsConfig, decode, metrics_of
 
 DEFAULT_PARTITION = "__HIVE_DEFAULT_PARTITION__"
 _MAX_OPEN = 16

@@ -22,6 +22,7 @@ from typing import Any
 
 from pyspark.sql import DataFrame
 
+from icecore.data.metrics import MetricsConfig
 from icecore.errors import FileError
 from icecore.io import FileIO
 from icecore.spec.delete_targets import single_path
@@ -36,7 +37,6 @@ from spark_jobs.common.errors import JobError
 from spark_jobs.schema import invalid_value
 from spark_jobs.writing.arrow_files import write_with_arrow
 from spark_jobs.writing.layout import PartitionLayout
-from spark_jobs.writing.metrics import MetricsConfig
 
 DATA_PATH = "write.data.path"
 

@@ -17,6 +17,7 @@ from typing import Any
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from icecore.data.metrics import MetricsConfig
 from icecore.spec.manifest import DataFile
 from icecore.spec.metadata_columns import DELETE_FILE_PATH, DELETE_FILE_POS
 from icecore.spec.partitioning import PartitionSpec
@@ -26,7 +27,6 @@ from spark_jobs.reading.live_files import PartitionKey
 from spark_jobs.schema import FIELD_ID_KEY
 from spark_jobs.writing.files import FileSet, RunFiles
 from spark_jobs.writing.layout import PartitionLayout
-from spark_jobs.writing.metrics import MetricsConfig
 
 GROUP = "_group"
 _GROUP_DIR = re.compile(r"(?:^|/)" + GROUP + r"=(\d+)/")

@@ -37,6 +37,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from icecore.data.parquet_columns import (
+    match_columns,
+    project_column,
+    row_group_batches,
+    row_group_midpoint,
+)
 from icecore.io import FileIO
 from icecore.spec.deletion_vectors import read_dv
 from icecore.spec.manifest import DataFile, FileContent
@@ -47,12 +53,6 @@ from icecore.spec.metadata_columns import (
     ROW_ID,
 )
 from icecore.spec.types import NestedField
-from spark_jobs.reading.parquet_files import (
-    match_columns,
-    project_column,
-    row_group_batches,
-    row_group_midpoint,
-)
 
 POSITION, DV, EQUALITY = "position", "dv", "equality"
 _ROW = "_live_row"

@@ -1,9 +1,9 @@
 """Manifest metrics of a Parquet file from its footer, as Iceberg writers record them.
 
-Runs in the Spark task that wrote the file (`arrow_files`), from the footer it still holds:
-record count, size, split offsets and, per column field id, the column size, value, null and
-NaN counts and the lower and upper bounds, in the manifest's single-value binary form. The
-driver never reads data to describe a file.
+Runs in the task that wrote the file (`spark_jobs.writing.arrow_files`), from the footer it
+still holds: record count, size, split offsets and, per column field id, the column size,
+value, null and NaN counts and the lower and upper bounds, in the manifest's single-value
+binary form. The driver never reads data to describe a file.
 
 Metrics modes follow Iceberg's table properties: `write.metadata.metrics.default`
 (`truncate(16)` unless set), `write.metadata.metrics.column.<name>` per column, and, without
@@ -35,6 +35,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from icecore.errors import ValidationError
 from icecore.io import FileIO
 from icecore.spec.conversions import (
     to_bytes,
@@ -62,7 +63,6 @@ from icecore.spec.types import (
     StructType,
     UUIDType,
 )
-from spark_jobs.common.errors import JobError
 
 FIELD_ID = b"PARQUET:field_id"
 _TRUNCATE = re.compile(r"truncate\((\d+)\)")
@@ -117,7 +117,9 @@ def _check_mode(value: str, key: str) -> str:
     mode = value.strip().lower()
     if mode in ("none", "counts", "full") or _TRUNCATE.fullmatch(mode):
         return mode
-    raise JobError(f"table property {key} must be none, counts, full or truncate(N): {value!r}")
+    raise ValidationError(
+        f"table property {key} must be none, counts, full or truncate(N): {value!r}"
+    )
 
 
 def _leaves(fields: Iterable[NestedField], prefix: str = "") -> list[tuple[str, NestedField]]:
