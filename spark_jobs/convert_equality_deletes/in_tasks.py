@@ -119,6 +119,7 @@ def convert_in_tasks(work: Work, *, spark: SparkSession | None) -> WrittenDVs:
         table_properties=work.run.metadata.properties,
         max_records=None,
         target_bytes=None,
+        placement=work.run.placement(file_set),
     )
     spec = {
         "plan": plan.to_json(),
@@ -213,7 +214,7 @@ def _convert_bin(work: dict[str, Any], spec: dict[str, Any]) -> pa.RecordBatch:
 
 def _write_dvs(data: Sequence[DataRef], reader: LiveBatches, plan: WritePlan) -> pa.RecordBatch:
     """A DV for every data file with newly deleted positions, holding its old ones too."""
-    writer = PuffinTaskWriter(plan.location, worker_io(plan.io), {}, {})
+    writer = PuffinTaskWriter(plan.location, worker_io(plan.io), {}, {}, plan.placed())
     try:
         for ref in data:
             positions = reader.equality_deleted(ref)

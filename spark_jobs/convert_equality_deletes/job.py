@@ -162,6 +162,7 @@ def convert_once(
             read = sum(key_bytes(t.file, ids) for t in work.targets)
             in_driver = read <= options.driver_max_bytes
             dvs = convert_in_tasks(work, spark=None if in_driver else _started(spark))
+            files.track(f.file_path for f in dvs.added)
             result["matched_in"] = "driver" if in_driver else "spark-tasks"
         elif used:
             result["matched_in"] = "spark-join"

@@ -15,7 +15,7 @@ bounds their parallelism to the cluster's cores.
 A group's input is cut into as many bins as it will have output files: data files, split at
 row-group boundaries when large (a row group belongs to the split holding its midpoint, as
 in Spark), packed in order, so a bin reads a contiguous run of a group's splits. Each bin is
-one task; its files go below `_group=<index>/`, so the group, not the directory, gives each
+one task; its files are reported with the directory `_group=<index>`, so the group gives each
 file its partition tuple (`GroupLayout`), as in the Spark path.
 
 Groups that must be sorted, or that move to another partition spec, need Spark's shuffle
@@ -93,6 +93,7 @@ def rewrite_in_tasks(
         table_properties=run.metadata.properties,
         max_records=max_records,
         target_bytes=WRITE_TARGET_FILE_SIZE_BYTES.read(run.metadata.properties),
+        placement=run.placement(file_set),
     )
     payload = json.dumps(
         {

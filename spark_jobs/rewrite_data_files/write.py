@@ -181,7 +181,7 @@ def write_groups(
             progress.finished(len(chunk), len(future.result()), sum(g.input_bytes for g in chunk))
     out: dict[int, list[DataFile]] = {g.index: [] for g in groups}
     for f in run.files():
-        out[group_of(f.file_path[len(run.location) :])].append(f)
+        out[group_of(run.directory_of(f.file_path))].append(f)
     return out
 
 

@@ -20,8 +20,16 @@ and level, row group, page and dictionary sizes) are applied.
 Position delete files always take this path: their `file_path` and `pos` are required, as
 the spec says, and a job whose only output is delete files then runs no footer job at all.
 
+Where a file goes is the table's location provider's to say (`icecore.location_provider`):
+below the write's own directory (`WritePlan.location`, the run's file set) by default; spread
+over hash directories, as `<data>/<hash>/<partition path>/<file name>`, when the table uses
+object storage (`Placement`). Either way a task reports, with each file, the partition
+directory it wrote the file for: the driver reads a file's partition from that, never from
+the file's location.
+
 A retried task writes new files under new names; only the files the successful attempts
-report are kept, the others are deleted once the write is done.
+report are kept, the others are deleted once the write is done (below the write's directory:
+hashed files of failed attempts are left to orphan removal, as Java leaves them).
 """
 
 from __future__ import annotations
@@ -44,6 +52,7 @@ from pyspark.sql import functions as F
 from icecore.data.arrow_schema import arrow_schema
 from icecore.data.metrics import MetricsConfig, decode, metrics_of
 from icecore.io import FileIO
+from icecore.location_provider import LocationProvider
 from icecore.spec.properties import (
     PARQUET_COMPRESSION,
     PARQUET_COMPRESSION_LEVEL,
@@ -95,6 +104,38 @@ def writer_options(properties: Mapping[str, str]) -> dict[str, Any]:
     }
 
 
+@dataclass(frozen=True)
+class Placement:
+    """Where files go in an object-storage table: the table's location provider, with the
+    partition path of each partition directory a write groups rows by (a group's real
+    partition, e.g. `_group=7` -> `ts_day=2024-01-07`). Directory levels named in `hidden`
+    group rows but are no partition (`_group`): they are left out of a path."""
+
+    provider: LocationProvider
+    paths: Mapping[str, str] = field(default_factory=dict)
+    hidden: tuple[str, ...] = ()
+
+    def location(self, directory: str, name: str) -> str:
+        path = self.paths.get(directory)
+        if path is None:
+            path = "/".join(
+                part for part in directory.split("/") if part.split("=", 1)[0] not in self.hidden
+            )
+        return self.provider.new_data_location(name, path)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "provider": self.provider.to_json(),
+            "paths": dict(self.paths),
+            "hidden": list(self.hidden),
+        }
+
+    @classmethod
+    def from_json(cls, obj: Mapping[str, Any]) -> Placement:
+        provider = LocationProvider.from_json(obj["provider"])
+        return cls(provider, obj["paths"], tuple(obj["hidden"]))
+
+
 @dataclass
 class WritePlan:
     """What every task needs, sent as JSON with the task closure."""
@@ -110,6 +151,7 @@ class WritePlan:
     row_group_bytes: int
     max_records: int | None
     target_bytes: int | None
+    placement: dict[str, Any] | None = None  # `Placement.to_json()`; None: below `location`
 
     @classmethod
     def of(
@@ -125,8 +167,10 @@ class WritePlan:
         table_properties: Mapping[str, str],
         max_records: int | None,
         target_bytes: int | None,
+        placement: Placement | None = None,
     ) -> WritePlan:
-        """The plan of files below `location`, with the table's Parquet properties."""
+        """The plan of files below `location` (or placed by `placement`), with the table's
+        Parquet properties."""
         return cls(
             location=location,
             schema=schema.to_json(),
@@ -139,7 +183,11 @@ class WritePlan:
             row_group_bytes=PARQUET_ROW_GROUP_SIZE_BYTES.read(table_properties),
             max_records=max_records,
             target_bytes=target_bytes,
+            placement=None if placement is None else placement.to_json(),
         )
+
+    def placed(self) -> Placement | None:
+        return None if self.placement is None else Placement.from_json(self.placement)
 
     def to_json(self) -> str:
         return json.dumps(self.__dict__)
@@ -159,6 +207,7 @@ class _OpenFile:
     pruning on `isNaN` trusts it)."""
 
     location: str
+    directory: str
     sink: Any
     writer: pq.ParquetWriter
     footers: list[pq.FileMetaData]
@@ -228,8 +277,9 @@ class TaskWriter:
         partition = context.partitionId() if context is not None else 0
         self.prefix = f"part-{partition:05d}-{uuid.uuid4()}"
         self.sequence = 0
+        self.placement = plan.placed()
         self.open: dict[str, _OpenFile] = {}
-        self.done: list[tuple[str, str]] = []  # (location, its metrics as JSON)
+        self.done: list[tuple[str, str, str]] = []  # (location, directory, metrics as JSON)
 
     def add(self, directory: str, rows: pa.Table) -> None:
         start = 0
@@ -260,14 +310,17 @@ class TaskWriter:
         suffix = "parquet" if codec == "none" else f"{codec}.parquet"
         name = f"{self.prefix}-c{self.sequence:06d}.{suffix}"
         self.sequence += 1
-        relative = f"{directory}/{name}" if directory else name
-        location = f"{self.plan.location}/{relative}"
+        if self.placement is not None:
+            location = self.placement.location(directory, name)
+        else:
+            relative = f"{directory}/{name}" if directory else name
+            location = f"{self.plan.location}/{relative}"
         sink = self.io.open_output(location, overwrite=True)
         footers: list[pq.FileMetaData] = []
         writer = pq.ParquetWriter(
             sink, self.schema, metadata_collector=footers, **self.plan.options
         )
-        return _OpenFile(location, sink, writer, footers, self.float_paths)
+        return _OpenFile(location, directory, sink, writer, footers, self.float_paths)
 
     def _finish(self, directory: str) -> None:
         opened = self.open.pop(directory)
@@ -275,9 +328,9 @@ class TaskWriter:
         metrics = metrics_of(
             opened.footers[0], size, self.iceberg_schema, self.metrics, opened.nan_counts
         )
-        self.done.append((opened.location, json.dumps(metrics)))
+        self.done.append((opened.location, opened.directory, json.dumps(metrics)))
 
-    def close(self) -> list[tuple[str, str]]:
+    def close(self) -> list[tuple[str, str, str]]:
         for directory in list(self.open):
             self._finish(directory)
         return self.done
@@ -339,18 +392,26 @@ def _write_batches(batches: Iterator[pa.RecordBatch], payload: str) -> Iterator[
     yield written_batch(written)
 
 
-WRITTEN = "location string, metrics string"  # the schema of `written_batch`, for Spark
+WRITTEN = "location string, directory string, metrics string"  # `written_batch`, for Spark
 
 
-def written_batch(written: Sequence[tuple[str, str]]) -> pa.RecordBatch:
-    """What a writing task reports: each file's location and its metrics as JSON."""
+def written_batch(written: Sequence[tuple[str, str, str]]) -> pa.RecordBatch:
+    """What a writing task reports: each file's location, the partition directory it was
+    written for, and its metrics as JSON."""
+    columns = list(zip(*written, strict=True)) or [(), (), ()]
     return pa.RecordBatch.from_arrays(
-        [
-            pa.array([location for location, _ in written], pa.string()),
-            pa.array([metrics for _, metrics in written], pa.string()),
-        ],
-        names=["location", "metrics"],
+        [pa.array(column, pa.string()) for column in columns],
+        names=["location", "directory", "metrics"],
     )
+
+
+@dataclass(frozen=True)
+class Written:
+    """A file a task wrote: the partition directory it was written for ("" when none) and
+    its metrics as `DataFile` keyword values."""
+
+    directory: str
+    metrics: dict[str, Any]
 
 
 def write_with_arrow(
@@ -366,9 +427,10 @@ def write_with_arrow(
     table_properties: Mapping[str, str],
     max_records: int | None,
     target_bytes: int | None,
-) -> dict[str, dict[str, Any]]:
-    """Write `frame` (the schema's columns, then the partition columns) below `location`;
-    the files written (sorted by location) with their metrics as `DataFile` keyword values.
+    placement: Placement | None = None,
+) -> dict[str, Written]:
+    """Write `frame` (the schema's columns, then the partition columns) below `location`, or
+    where `placement` puts them; the files written (sorted by location).
 
     `all_optional` writes every column optional whatever the schema says, as Spark's writer
     does with data files."""
@@ -392,17 +454,20 @@ def write_with_arrow(
         table_properties=table_properties,
         max_records=max_records,
         target_bytes=target_bytes,
+        placement=placement,
     ).to_json()
     reported = prepared.mapInArrow(partial(_write_batches, payload=payload), WRITTEN).collect()
     return kept_files(io, location, reported)
 
 
-def kept_files(io: FileIO, location: str, reported: Sequence[Any]) -> dict[str, dict[str, Any]]:
+def kept_files(io: FileIO, location: str, reported: Sequence[Any]) -> dict[str, Written]:
     """The files the successful task attempts reported (`written_batch` rows), sorted by
-    location, with their metrics as `DataFile` keyword values; every other file below
-    `location` (failed or duplicate attempts) is deleted."""
+    location; every other file below `location` (failed or duplicate attempts) is deleted."""
     rows = sorted(reported, key=lambda row: row["location"])
-    kept = {row["location"]: decode(json.loads(row["metrics"])) for row in rows}
+    kept = {
+        row["location"]: Written(row["directory"], decode(json.loads(row["metrics"])))
+        for row in rows
+    }
     _delete_strays(io, location, list(kept))
     return kept
 

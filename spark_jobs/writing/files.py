@@ -1,9 +1,13 @@
 """The files one job run writes, and the DataFiles a commit adds for them.
 
-Each job run writes below its own directory, `<data path>/<job>-<uuid>/<file set>/`, with
-the partition directories under it: a failed or abandoned run is removed by deleting it.
-Nothing in the table references these files until the commit, so a job killed at any point
-before it leaves the table as it was.
+Files go where the table's location provider says (`icecore.location_provider`: the data
+location is `write.data.path`, or `<location>/data`). By default each job run writes below its
+own directory there, `<data location>/<job>-<uuid>/<file set>/`, with the partition
+directories under it: a failed or abandoned run is removed by deleting it. A table with
+`write.object-storage.enabled` has no such directory: each file goes under hash directories,
+`<data location>/<hash>/<partition path>/<file name>`, as Java writes them, and the run
+deletes its files one by one. Nothing in the table references these files until the commit,
+so a job killed at any point before it leaves the table as it was.
 
 Every file is written by the Spark tasks with pyarrow through the table's FileIO
 (`arrow_files`), never through a Hadoop FileSystem: an `s3://`, `gs://` or `abfss://` table
@@ -16,15 +20,15 @@ sizes) apply, and `write.target-file-size-bytes` rolls files.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from pyspark.sql import DataFrame
 
 from icecore.data.metrics import MetricsConfig
 from icecore.errors import FileError
 from icecore.io import FileIO
+from icecore.location_provider import LocationProvider, table_locations
 from icecore.spec.delete_targets import single_path
 from icecore.spec.manifest import DataFile, FileContent, FileFormat
 from icecore.spec.metadata import TableMetadata
@@ -35,10 +39,12 @@ from icecore.spec.schema import Schema
 from icecore.spec.types import NestedField
 from spark_jobs.common.errors import JobError
 from spark_jobs.schema import invalid_value
-from spark_jobs.writing.arrow_files import write_with_arrow
+from spark_jobs.writing.arrow_files import Placement, Written, write_with_arrow
 from spark_jobs.writing.layout import PartitionLayout
 
-DATA_PATH = "write.data.path"
+# The directory level that groups a write's rows by (spec, partition) group: part of a run's
+# own directories, never of a table's partition path.
+GROUP = "_group"
 
 
 @dataclass(frozen=True)
@@ -90,10 +96,6 @@ class FileSet:
         )
 
 
-def data_location(metadata: TableMetadata) -> str:
-    return (metadata.property(DATA_PATH) or f"{metadata.location}/data").rstrip("/")
-
-
 def rows_per_file(metadata: TableMetadata) -> int | None:
     """Rows per file that reach `write.target-file-size-bytes` at the table's average bytes
     per row so far; None (no limit) for a table without data yet."""
@@ -113,7 +115,8 @@ def rows_per_file(metadata: TableMetadata) -> int | None:
 
 
 class RunFiles:
-    """The files one job run writes for one table, below one directory of its own."""
+    """The files one job run writes for one table: below one directory of its own (`location`),
+    or, in an object-storage table, wherever the table's location provider hashes them."""
 
     def __init__(
         self,
@@ -124,10 +127,13 @@ class RunFiles:
     ) -> None:
         self.io = io
         self.metadata = metadata
-        self.location = f"{data_location(metadata)}/{job}-{uuid.uuid4()}"
+        self.locations: LocationProvider = table_locations(metadata)
+        # The run's directory; with hashed locations no file lands below it.
+        self.location = f"{self.locations.data_location}/{job}-{uuid.uuid4()}"
         self.io_properties = dict(io_properties or io.properties)
         self._written: list[tuple[str, FileSet]] = []
-        self._described: dict[str, dict[str, Any]] = {}  # metrics the writing tasks reported
+        self._described: dict[str, Written] = {}  # what the writing tasks reported
+        self._other: list[str] = []  # files written outside file sets (deletion vectors)
 
     def write(
         self, frame: DataFrame, file_set: FileSet, max_records: int | None = None
@@ -161,29 +167,51 @@ class RunFiles:
             target_bytes=None
             if positions
             else WRITE_TARGET_FILE_SIZE_BYTES.read(self.metadata.properties),
+            placement=self.placement(file_set),
         )
         self.add(file_set, described)
         return list(described)
 
-    def add(self, file_set: FileSet, described: Mapping[str, dict[str, Any]]) -> None:
-        """Files of `file_set` written by tasks of the caller's own (location -> metrics as
-        `DataFile` keyword values, as `arrow_files.kept_files` gives them)."""
+    def add(self, file_set: FileSet, described: Mapping[str, Written]) -> None:
+        """Files of `file_set` written by tasks of the caller's own (as
+        `arrow_files.kept_files` gives them)."""
         self._described.update(described)
         self._written.extend((path, file_set) for path in described)
 
+    def track(self, locations: Iterable[str]) -> None:
+        """Other files this run wrote (deletion vectors), for `discard`."""
+        self._other.extend(locations)
+
     def location_of(self, file_set: FileSet) -> str:
+        """The file set's directory below the run's (unused with hashed locations)."""
         return f"{self.location}/{file_set.name}"
 
+    def placement(self, file_set: FileSet | None = None) -> Placement | None:
+        """Where the tasks put files of `file_set` (or files of no partition, as deletion
+        vectors): None for below `location_of`; else hashed by the table's location provider,
+        a group's files under its partition's path."""
+        if not self.locations.hashed:
+            return None
+        layout = file_set.layout if file_set is not None else None
+        paths = layout.partition_paths(self.metadata) if layout is not None else {}
+        return Placement(self.locations, paths, (GROUP,))
+
+    def directory_of(self, location: str) -> str:
+        """The partition directory the task wrote the file at `location` for."""
+        return self._described[location].directory
+
     def files(self) -> list[DataFile]:
-        """Every file written so far as a DataFile, with the metrics its task reported."""
-        out = []
-        for path, file_set in self._written:
-            relative = path[len(self.location_of(file_set)) + 1 :]
-            out.append(_data_file(path, relative, file_set, self._described))
-        return out
+        """Every file written so far as a DataFile, with the metrics its task reported and the
+        partition its directory names."""
+        return [
+            _data_file(path, file_set, self._described[path]) for path, file_set in self._written
+        ]
 
     def discard(self) -> None:
         """Delete everything this run wrote (best effort: what stays is only an orphan)."""
+        if self.locations.hashed:
+            self.io.delete_many([*self._described, *self._other])
+            return
         filesystem, path = self.io.resolve(self.location)
         try:
             filesystem.delete_dir(path)
@@ -193,15 +221,15 @@ class RunFiles:
             raise FileError(self.location, f"cannot delete the run's files: {exc}") from exc
 
 
-def _data_file(
-    location: str, relative: str, file_set: FileSet, metrics: Mapping[str, dict[str, Any]]
-) -> DataFile:
+def _data_file(location: str, file_set: FileSet, written: Written) -> DataFile:
     layout = file_set.layout
     if layout is not None and layout.is_partitioned:
+        name = location.rsplit("/", 1)[-1]
+        relative = f"{written.directory}/{name}" if written.directory else name
         partition = layout.partition_of(relative)
     else:
         partition = tuple(None for _ in file_set.spec.fields)
-    described = metrics[location]
+    described = written.metrics
     referenced = None
     if file_set.content == FileContent.POSITION_DELETES:
         referenced = single_path(described["lower_bounds"], described["upper_bounds"])

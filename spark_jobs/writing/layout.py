@@ -31,6 +31,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from icecore.spec.conversions import decimal_to_unscaled, unscaled_to_decimal
+from icecore.spec.metadata import TableMetadata
 from icecore.spec.partitioning import PartitionField, PartitionSpec
 from icecore.spec.schema import Schema
 from icecore.spec.transforms import IdentityTransform
@@ -110,8 +111,15 @@ class PartitionLayout:
     def with_partition_columns(self, df: DataFrame) -> DataFrame:
         return df.select("*", *(c.value.alias(c.name) for c in self.columns))
 
+    def partition_paths(self, metadata: TableMetadata) -> dict[str, str]:
+        """The table's partition path (`PartitionSpec.partition_path`) of each directory
+        known before the write, for hashed locations; none here: a directory Spark renders is
+        its own path."""
+        return {}
+
     def partition_of(self, relative_path: str) -> tuple[Any, ...]:
-        """The partition tuple of a file from its path below the write location."""
+        """The partition tuple of a file from its directories and name (as its writing task
+        reported them)."""
         directories = relative_path.split("/")[:-1]
         if len(directories) != len(self.columns):
             raise JobError(f"{relative_path}: expected {len(self.columns)} partition directories")
