@@ -155,3 +155,32 @@ def test_a_table_pyiceberg_created_for_object_storage_gets_our_files_hashed_like
     assert {"data", "equality_deletes", "position_deletes"} <= kinds(files)
     assert_hashed(table, files)  # PyIceberg's files and ours alike
     assert pyiceberg_rows(table, {}) == model.counter()
+
+
+def test_a_failed_compaction_of_an_object_storage_table_deletes_its_hashed_files(
+    spark: SparkSession, catalog: SqlCatalog, tmp_path: Path
+) -> None:
+    """No run directory to delete: the run deletes each file it wrote, wherever it hashed."""
+    model = Model()  # rows are not compared: PyIceberg cannot read the equality deletes
+    objects = tmp_path / "objects"
+    properties = {**OBJECT_STORAGE, "write.data.path": str(objects)}
+    feed(
+        spark, catalog, TABLE, mode="append", rows=batch(0, 40), model=model, properties=properties
+    )
+    feed(spark, catalog, TABLE, mode="upsert", rows=batch(20, 40, tag="u"), model=model)
+    before = sorted(p for p in objects.rglob("*") if p.is_file())
+    snapshot = catalog.load_table(TABLE).metadata.current_snapshot()
+    written: list[str] = []
+
+    def fail(table: Table) -> None:
+        written.extend(str(p) for p in objects.rglob("*") if p.is_file() and p not in set(before))
+        raise RuntimeError("the commit never happens")
+
+    with pytest.raises(RuntimeError, match="the commit never happens"):
+        rewrite_data_files(
+            spark, catalog, RewriteDataFilesOptions(TABLE, rewrite_all=True), before_commit=fail
+        )
+
+    assert written  # the compaction had written its files, under hash directories
+    assert sorted(p for p in objects.rglob("*") if p.is_file()) == before
+    assert catalog.load_table(TABLE).metadata.current_snapshot() == snapshot
