@@ -28,8 +28,9 @@ directory it wrote the file for: the driver reads a file's partition from that, 
 the file's location.
 
 A retried task writes new files under new names; only the files the successful attempts
-report are kept, the others are deleted once the write is done (below the write's directory:
-hashed files of failed attempts are left to orphan removal, as Java leaves them).
+report are kept, the others are deleted once the write is done: those below the write's
+directory, that is; a failed attempt's hashed files cannot be listed apart from the table's
+and are left to orphan removal.
 """
 
 from __future__ import annotations
