@@ -153,6 +153,7 @@ class RunFiles:
 
     def _write(self, frame: DataFrame, file_set: FileSet, max_records: int | None) -> list[str]:
         positions = file_set.content == FileContent.POSITION_DELETES
+        target = WRITE_TARGET_FILE_SIZE_BYTES.read(self.metadata.properties)
         described = write_with_arrow(
             frame,
             location=self.location_of(file_set),
@@ -164,9 +165,7 @@ class RunFiles:
             io_properties=self.io_properties,
             table_properties=self.metadata.properties,
             max_records=max_records,
-            target_bytes=None
-            if positions
-            else WRITE_TARGET_FILE_SIZE_BYTES.read(self.metadata.properties),
+            target_bytes=None if positions else target,
             placement=self.placement(file_set),
         )
         self.add(file_set, described)

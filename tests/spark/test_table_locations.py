@@ -23,7 +23,12 @@ from icecore.spec.manifest import DataFile
 from icecore.table import Table
 from spark_jobs.convert_equality_deletes import run as convert_equality_deletes
 from spark_jobs.rewrite_data_files import run as rewrite_data_files
-from spark_jobs.specs.jobs import ConvertEqualityDeletesOptions, RewriteDataFilesOptions
+from spark_jobs.rewrite_position_deletes import run as rewrite_position_deletes
+from spark_jobs.specs.jobs import (
+    ConvertEqualityDeletesOptions,
+    RewriteDataFilesOptions,
+    RewritePositionDeletesOptions,
+)
 from tests.support.batches import Model, batch, feed, pyiceberg_rows
 from tests.support.catalogs import pyiceberg_catalog_fixture  # noqa: F401 - `pyiceberg_catalog`
 
@@ -33,7 +38,8 @@ OBJECT_STORAGE = {"write.object-storage.enabled": "true"}
 
 def run_jobs(spark: SparkSession, catalog: SqlCatalog, model: Model, **properties: str) -> None:
     """Three ingestion batches (creating the table with `properties` if it does not exist),
-    a conversion of the equality deletes, then a compaction of every file."""
+    a conversion of the equality deletes, a rewrite of the position delete files (v2), then a
+    compaction of every file."""
     feed(
         spark, catalog, TABLE, mode="append", rows=batch(0, 40), model=model, properties=properties
     )
@@ -41,6 +47,10 @@ def run_jobs(spark: SparkSession, catalog: SqlCatalog, model: Model, **propertie
     feed(spark, catalog, TABLE, mode="cdc", rows=batch(50, 30, "IUUD", tag="c"), model=model)
     converted = convert_equality_deletes(spark, catalog, ConvertEqualityDeletesOptions(TABLE))
     assert converted["status"] == "committed", converted
+    if catalog.load_table(TABLE).metadata.format_version == 2:
+        options = RewritePositionDeletesOptions(TABLE, rewrite_all=True)
+        merged = rewrite_position_deletes(spark, catalog, options)
+        assert merged["status"] == "committed" and merged["added_delete_files"] > 0, merged
     compacted = rewrite_data_files(spark, catalog, RewriteDataFilesOptions(TABLE, rewrite_all=True))
     assert compacted["failed_groups"] == [] and compacted["rewritten_data_files"] > 0
 
