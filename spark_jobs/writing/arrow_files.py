@@ -54,6 +54,7 @@ from icecore.data.arrow_schema import arrow_schema
 from icecore.data.metrics import MetricsConfig, decode, metrics_of
 from icecore.io import FileIO
 from icecore.location_provider import LocationProvider
+from icecore.spec.partitioning import PartitionSpec
 from icecore.spec.properties import (
     PARQUET_COMPRESSION,
     PARQUET_COMPRESSION_LEVEL,
@@ -66,8 +67,8 @@ from icecore.spec.types import DoubleType, FloatType, NestedField, StructType
 from spark_jobs.common.errors import JobError
 from spark_jobs.common.worker import cheap_cache_invalidation, worker_io
 from spark_jobs.schema import quote_name
+from spark_jobs.writing.layout import DEFAULT_PARTITION, partition_values
 
-DEFAULT_PARTITION = "__HIVE_DEFAULT_PARTITION__"
 _MAX_OPEN = 16
 # Characters Spark escapes in partition directory names (ExternalCatalogUtils.escapePathName).
 _ESCAPED = frozenset([chr(c) for c in range(1, 32)] + list("\"#%'*/:=?\\\x7f{[]^"))
@@ -107,34 +108,45 @@ def writer_options(properties: Mapping[str, str]) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class Placement:
-    """Where files go in an object-storage table: the table's location provider, with the
-    partition path of each partition directory a write groups rows by (a group's real
-    partition, e.g. `_group=7` -> `ts_day=2024-01-07`). Directory levels named in `hidden`
-    group rows but are no partition (`_group`): they are left out of a path."""
+    """Where files go in an object-storage table: the table's location provider, and the
+    partition path (Java's `partitionToPath`, `ts_hour=2024-01-07-10`) of each partition
+    directory a task makes: given in `paths` for the directories known before the write (a
+    group's, `_group=7`), else read back from the directories of `spec`'s values. Directory
+    levels named in `hidden` group rows but are no partition (`_group`): they are no part of
+    a path."""
 
     provider: LocationProvider
+    spec: PartitionSpec
+    schema: Schema
     paths: Mapping[str, str] = field(default_factory=dict)
     hidden: tuple[str, ...] = ()
 
     def location(self, directory: str, name: str) -> str:
         path = self.paths.get(directory)
         if path is None:
-            path = "/".join(
-                part for part in directory.split("/") if part.split("=", 1)[0] not in self.hidden
-            )
+            parts = [p for p in directory.split("/") if p and p.split("=")[0] not in self.hidden]
+            values = partition_values(self.spec, self.schema, parts) if parts else None
+            path = self.spec.partition_path(values, self.schema) if values is not None else ""
         return self.provider.new_data_location(name, path)
 
     def to_json(self) -> dict[str, Any]:
         return {
             "provider": self.provider.to_json(),
+            "spec": self.spec.to_json(),
+            "schema": self.schema.to_json(),
             "paths": dict(self.paths),
             "hidden": list(self.hidden),
         }
 
     @classmethod
     def from_json(cls, obj: Mapping[str, Any]) -> Placement:
-        provider = LocationProvider.from_json(obj["provider"])
-        return cls(provider, obj["paths"], tuple(obj["hidden"]))
+        return cls(
+            LocationProvider.from_json(obj["provider"]),
+            PartitionSpec.from_json(obj["spec"]),
+            Schema.from_json(obj["schema"]),
+            obj["paths"],
+            tuple(obj["hidden"]),
+        )
 
 
 @dataclass

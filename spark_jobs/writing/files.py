@@ -188,12 +188,15 @@ class RunFiles:
     def placement(self, file_set: FileSet | None = None) -> Placement | None:
         """Where the tasks put files of `file_set` (or files of no partition, as deletion
         vectors): None for below `location_of`; else hashed by the table's location provider,
-        a group's files under its partition's path."""
+        under the Java path of the file's partition."""
         if not self.locations.hashed:
             return None
-        layout = file_set.layout if file_set is not None else None
+        if file_set is None:
+            return Placement(self.locations, self.metadata.spec(), self.metadata.schema())
+        layout = file_set.layout
         paths = layout.partition_paths(self.metadata) if layout is not None else {}
-        return Placement(self.locations, paths, (GROUP,))
+        schema = self.metadata.schema()
+        return Placement(self.locations, file_set.spec, schema, paths, (GROUP,))
 
     def directory_of(self, location: str) -> str:
         """The partition directory the task wrote the file at `location` for."""

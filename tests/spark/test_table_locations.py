@@ -22,14 +22,16 @@ from icecore.location_provider import locations_for
 from icecore.spec.manifest import DataFile
 from icecore.table import Table
 from spark_jobs.convert_equality_deletes import run as convert_equality_deletes
+from spark_jobs.ingest import run as ingest
 from spark_jobs.rewrite_data_files import run as rewrite_data_files
 from spark_jobs.rewrite_position_deletes import run as rewrite_position_deletes
 from spark_jobs.specs.jobs import (
     ConvertEqualityDeletesOptions,
+    IngestOptions,
     RewriteDataFilesOptions,
     RewritePositionDeletesOptions,
 )
-from tests.support.batches import Model, batch, feed, pyiceberg_rows
+from tests.support.batches import EPOCH, SOURCE, Model, batch, feed, pyiceberg_rows
 from tests.support.catalogs import pyiceberg_catalog_fixture  # noqa: F401 - `pyiceberg_catalog`
 
 TABLE = "db.placed"
@@ -194,3 +196,30 @@ def test_a_failed_compaction_of_an_object_storage_table_deletes_its_hashed_files
     assert written  # the compaction had written its files, under hash directories
     assert sorted(p for p in objects.rglob("*") if p.is_file()) == before
     assert catalog.load_table(TABLE).metadata.current_snapshot() == snapshot
+
+
+def test_ingested_files_go_under_javas_partition_path_below_the_hash(
+    spark: SparkSession, catalog: SqlCatalog, tmp_path: Path
+) -> None:
+    """Spark's partition directories render an hour as a number and leave a space or `+`
+    alone; hashed, a file goes under Java's path for its partition (`ts_hour=2024-01-01-04`,
+    `v=a+b%2Bc`), as Java would put a file of that name there."""
+    rows = [(k, ["a b+c", "x/y", "", None][k % 4], EPOCH.replace(year=2024, hour=k), "I")
+            for k in range(12)]  # fmt: skip
+    frame = spark.createDataFrame(rows, SOURCE).drop("op")
+    options = IngestOptions(
+        table=TABLE,
+        create=True,
+        partition_by="hour(ts), v",
+        properties={**OBJECT_STORAGE, "write.data.path": f"{tmp_path}/objects"},
+    )
+    assert ingest(spark, catalog, options, source=frame)["status"] == "committed"
+
+    table = catalog.load_table(TABLE)
+    files = written_files(table)
+    assert len(files) == 12
+    assert_hashed(table, files)
+    assert any("/ts_hour=2024-01-01-04/v=a+b%2Bc/" in f.file_path for f in files), files
+    model = Model()
+    model.apply("append", rows)
+    assert pyiceberg_rows(table, {}) == model.counter()
