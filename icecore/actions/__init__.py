@@ -1,5 +1,3 @@
-"""Maintenance actions without an engine: planners and commit batching (Java's `actions`).
-
-What a job rewrites and how it commits is decided here, from metadata alone; an engine
-(`spark_jobs`) only reads and writes the files of the plan.
-"""
+"""Maintenance actions without an engine (Java's `actions`): planners that decide from
+metadata alone what an action rewrites, and how its commits batch; the engines (the driver's
+threads, Spark tasks) only read and write the files of the plan."""

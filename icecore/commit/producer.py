@@ -58,6 +58,14 @@ def new_snapshot_id(metadata: TableMetadata) -> int:
             return candidate
 
 
+def manifest_codec(metadata: TableMetadata, table_name: str) -> str:
+    """The Avro codec of the table's manifests and lists (`write.manifest.compression-codec`)."""
+    name = str(MANIFEST_COMPRESSION.read(metadata.properties)).lower()
+    if name not in _AVRO_CODECS:
+        raise ValidationError(f"{table_name}: unknown {MANIFEST_COMPRESSION.name} {name!r}")
+    return _AVRO_CODECS[name]
+
+
 class SnapshotProducer(TableUpdate):
     """Adds one snapshot to `branch` (main by default). A branch that does not exist yet is
     created by the commit, forking from main's current snapshot.
@@ -120,6 +128,11 @@ class SnapshotProducer(TableUpdate):
     def _manifests(self, base: TableMetadata, parent: Snapshot | None) -> list[ManifestFile]:
         """The new snapshot's manifests; sets `_counts`, `_changed_partitions` and
         `_replaced_manifests` for the summary. Reuses what earlier attempts wrote."""
+
+    def _rows_to_assign(self, manifest: ManifestFile) -> int | None:
+        """v3: how many rows of `manifest` (a data manifest without a `first_row_id`) need
+        row ids from the list; None for the spec's estimate, every row it lists."""
+        return None
 
     # The attempt --------------------------------------------------------------------------------
 
@@ -187,7 +200,8 @@ class SnapshotProducer(TableUpdate):
             format_version=base.format_version,
             next_row_id=base.next_row_id,
         )
-        writer.add_all(self._manifests(base, parent))
+        for manifest in self._manifests(base, parent):
+            writer.add(manifest, self._rows_to_assign(manifest))
         listed = writer.close()
         own = [m for m in listed if m.added_snapshot_id == self.snapshot_id]
         added_rows = None
@@ -217,12 +231,7 @@ class SnapshotProducer(TableUpdate):
         )
 
     def _codec(self, base: TableMetadata) -> str:
-        name = str(MANIFEST_COMPRESSION.read(base.properties)).lower()
-        if name not in _AVRO_CODECS:
-            raise ValidationError(
-                f"{self.table.name}: unknown {MANIFEST_COMPRESSION.name} {name!r}"
-            )
-        return _AVRO_CODECS[name]
+        return manifest_codec(base, self.table.name)
 
     def _delete_files(self, locations: Iterable[str]) -> None:
         """Best effort: a file left behind is an orphan, never a broken table."""
