@@ -24,6 +24,8 @@ from icecore.spec.manifest import DataFile
 from icecore.table import Table
 
 G = TypeVar("G")
+# Run between a job's writing and its commit (tests commit concurrently there).
+BeforeCommit = Callable[[Table], None]
 
 
 class Discardable(Protocol):

@@ -19,13 +19,17 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from pyspark.sql import SparkSession
 
-from icecore.actions.committing import cleanup_on_failure, commit_batches, delete_quietly
+from icecore.actions.committing import (
+    BeforeCommit,
+    cleanup_on_failure,
+    commit_batches,
+    delete_quietly,
+)
 from icecore.actions.file_sizes import FileSizeBounds
 from icecore.actions.rewrite_data_files import (
     CompactionPlan,
@@ -51,7 +55,6 @@ from spark_jobs.writing.files import RunFiles
 
 JOB_PROPERTY = "icefloe.job"
 LOG = logging.getLogger("icefloe.rewrite_data_files")
-BeforeCommit = Callable[[Table], None]
 
 
 @dataclass

@@ -19,9 +19,9 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from collections.abc import Callable
 from typing import Any
 
+from icecore.actions.committing import BeforeCommit, with_replanning
 from icecore.actions.manifest_output import ManifestOutput
 from icecore.actions.rewrite_manifests import ManifestRewritePlan, plan_manifest_rewrite
 from icecore.catalog import Catalog
@@ -30,7 +30,6 @@ from icecore.location_provider import metadata_directory
 from icecore.scan import snapshot_manifests
 from icecore.spec.manifest_list import ManifestContent, ManifestFile
 from icecore.table import Table
-from spark_jobs.committing.batches import with_replanning
 from spark_jobs.common.errors import JobError
 from spark_jobs.common.progress import size
 from spark_jobs.common.session import SessionSource, configure, session_of
@@ -41,8 +40,6 @@ from spark_jobs.specs.jobs import RewriteManifestsOptions
 JOB = "rewrite_manifests"
 JOB_PROPERTY = "icefloe.job"
 LOG = logging.getLogger(f"icefloe.{JOB}")
-
-BeforeCommit = Callable[[Table], None]
 
 
 def run(
