@@ -22,9 +22,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from icecore.commit.manifest_merge import TARGET_SIZE_BYTES
 from icecore.spec.manifest_list import ManifestContent, ManifestFile
 from icecore.spec.metadata import TableMetadata
+from icecore.spec.properties import MANIFEST_TARGET_SIZE_BYTES
 
 SMALL_MANIFEST_FRACTION = 0.75
 MAX_DATA_MANIFESTS = 100
@@ -36,7 +36,7 @@ def small_manifest_bytes(target_size_bytes: int) -> int:
 
 
 def manifest_target_size(metadata: TableMetadata) -> int:
-    return metadata.property_as_int(*TARGET_SIZE_BYTES)
+    return MANIFEST_TARGET_SIZE_BYTES.read(metadata.properties)
 
 
 @dataclass

@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 from icecore.catalog.sql import SqlCatalog
-from icecore.commit.producer import metadata_file_location
 from icecore.commit.rewrite_manifests import PROCESSED_ENTRIES, RewriteManifests
 from icecore.errors import CommitConflictError, ValidationError
+from icecore.location_provider import metadata_file_location
 from icecore.spec.conversions import to_bytes
 from icecore.spec.manifest import EntryStatus, ManifestEntry, ManifestWriter, read_manifest
 from icecore.spec.manifest_list import ManifestContent, ManifestFile

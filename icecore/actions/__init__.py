@@ -1,2 +1,3 @@
-"""Planners of maintenance actions, engine-neutral: they decide from metadata what an action
-does, and the engines (the driver's threads, Spark tasks) only execute the plan."""
+"""Maintenance actions without an engine (Java's `actions`): planners that decide from
+metadata alone what an action rewrites, and how its commits batch; the engines (the driver's
+threads, Spark tasks) only read and write the files of the plan."""

@@ -23,11 +23,13 @@ from typing import TYPE_CHECKING, TypeVar
 
 from icecore.commit.update import TableUpdate
 from icecore.errors import CommitStateUnknownError, FileError, ValidationError
+from icecore.location_provider import metadata_file_location
 from icecore.spec.manifest import ManifestWriter
 from icecore.spec.manifest_list import ManifestContent, ManifestFile, ManifestListWriter
 from icecore.spec.metadata import TableMetadata
 from icecore.spec.metadata_builder import MetadataBuilder, now_ms
 from icecore.spec.partitioning import PartitionSpec
+from icecore.spec.properties import MANIFEST_COMPRESSION
 from icecore.spec.refs import MAIN_BRANCH
 from icecore.spec.snapshots import Operation, Snapshot, SummaryCounts, build_summary
 
@@ -36,8 +38,6 @@ if TYPE_CHECKING:
 
 LOG = logging.getLogger(__name__)
 
-METADATA_PATH = "write.metadata.path"
-MANIFEST_CODEC = ("write.manifest.compression-codec", "gzip")
 # Iceberg's codec names (gzip is Avro's deflate) as fastavro spells them.
 _AVRO_CODECS = {"gzip": "deflate", "deflate": "deflate", "none": "null", "uncompressed": "null",
                 "snappy": "snappy", "zstd": "zstandard", "bzip2": "bzip2", "xz": "xz"}  # fmt: skip
@@ -58,21 +58,11 @@ def new_snapshot_id(metadata: TableMetadata) -> int:
             return candidate
 
 
-def metadata_directory(metadata: TableMetadata) -> str:
-    """`<location>/metadata`, or `write.metadata.path` when the table sets it."""
-    return (metadata.property(METADATA_PATH) or f"{metadata.location}/metadata").rstrip("/")
-
-
-def metadata_file_location(metadata: TableMetadata, name: str) -> str:
-    """A file of that name in the table's metadata directory."""
-    return f"{metadata_directory(metadata)}/{name}"
-
-
 def manifest_codec(metadata: TableMetadata, table_name: str) -> str:
     """The Avro codec of the table's manifests and lists (`write.manifest.compression-codec`)."""
-    name = (metadata.property(*MANIFEST_CODEC) or MANIFEST_CODEC[1]).lower()
+    name = str(MANIFEST_COMPRESSION.read(metadata.properties)).lower()
     if name not in _AVRO_CODECS:
-        raise ValidationError(f"{table_name}: unknown {MANIFEST_CODEC[0]} {name!r}")
+        raise ValidationError(f"{table_name}: unknown {MANIFEST_COMPRESSION.name} {name!r}")
     return _AVRO_CODECS[name]
 
 

@@ -19,18 +19,17 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from collections.abc import Callable
 from typing import Any
 
+from icecore.actions.committing import BeforeCommit, with_replanning
 from icecore.actions.manifest_output import ManifestOutput
 from icecore.actions.rewrite_manifests import ManifestRewritePlan, plan_manifest_rewrite
 from icecore.catalog import Catalog
-from icecore.commit.producer import metadata_directory
 from icecore.errors import CommitStateUnknownError, ValidationError
+from icecore.location_provider import metadata_directory
 from icecore.scan import snapshot_manifests
 from icecore.spec.manifest_list import ManifestContent, ManifestFile
 from icecore.table import Table
-from spark_jobs.committing.batches import with_replanning
 from spark_jobs.common.errors import JobError
 from spark_jobs.common.progress import size
 from spark_jobs.common.session import SessionSource, configure, session_of
@@ -41,8 +40,6 @@ from spark_jobs.specs.jobs import RewriteManifestsOptions
 JOB = "rewrite_manifests"
 JOB_PROPERTY = "icefloe.job"
 LOG = logging.getLogger(f"icefloe.{JOB}")
-
-BeforeCommit = Callable[[Table], None]
 
 
 def run(
@@ -157,7 +154,7 @@ def _write(
     """Write the plan's manifests into `written`; where they were written."""
     metadata = table.metadata
     run = str(uuid.uuid4())
-    directory = metadata_directory(metadata)
+    directory = metadata_directory(metadata.location, metadata.properties)
     groups = [(g, ManifestOutput(g.form, directory, run, snapshot_id)) for g in plan.groups]
     replaced = sum(g.bytes for g in plan.groups)
     LOG.info(

@@ -23,10 +23,10 @@ from pyspark.sql import SparkSession
 
 from icecore.catalog import SqlCatalog, load_catalog
 from icecore.catalog.rest import RestCatalog
+from icecore.errors import CommitConflictError
 from icecore.scan import snapshot_manifests
 from icecore.table import Table
 from spark_jobs.common.cli import main
-from spark_jobs.common.errors import JobError
 from spark_jobs.expire_snapshots import run as expire_snapshots
 from spark_jobs.remove_orphan_files import run as remove_orphan_files
 from spark_jobs.specs.grammar import describe_size as size
@@ -124,7 +124,7 @@ def test_a_batch_meanwhile_is_kept_and_a_compaction_meanwhile_makes_it_plan_agai
 def test_a_conflict_on_the_last_attempt_refuses_and_leaves_the_other_commit(
     spark: SparkSession, catalog: SqlCatalog, events: CatalogTable, duck: duckdb.DuckDBPyConnection
 ) -> None:
-    with pytest.raises(JobError, match="commit conflict on each of 1 attempt"):
+    with pytest.raises(CommitConflictError, match="commit conflict on each of 1 attempt"):
         rewrite(spark, catalog, "db.events", max_attempts=1, before_commit=_compact_one_file)
     table = catalog.load_table("db.events")
     head = table.metadata.current_snapshot()
