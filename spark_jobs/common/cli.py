@@ -14,9 +14,10 @@ process listings and scheduler logs show), `--catalog-property K=V` (repeatable,
 `--warehouse`.
 
 Order of work: the options are parsed and checked first (a bad value exits 2 with one line
-naming the flag, and no Spark JVM is ever started), then the catalog is opened, then the job
-runs, given a Spark session it starts when its work needs one
-(`spark_jobs.common.session.OnDemandSession`).
+naming the flag, and no Spark JVM is ever started), then the catalog is opened (a warehouse
+directory or SQLite catalog that does not exist is refused in one line naming it, and nothing
+is created, except by `ingest --create`), then the job runs, given a Spark session it starts
+when its work needs one (`spark_jobs.common.session.OnDemandSession`).
 
 Output: the last line on stdout is one JSON object with the job's result counters, so a
 scheduler can parse it whatever Spark printed before; a runner that sets
@@ -57,13 +58,15 @@ EXIT_USAGE = 2
 _MAX_CAUSE = 1000
 
 
-def open_catalog(args: CatalogArgs) -> Catalog:
-    """The catalog the shared options describe; secrets only from the environment."""
+def open_catalog(args: CatalogArgs, *, create: bool = False) -> Catalog:
+    """The catalog the shared options describe; secrets only from the environment. A missing
+    warehouse directory or SQLite catalog is refused naming the path, and nothing is created,
+    unless `create` (only `ingest --create` makes a catalog: a mistyped path must not)."""
     try:
         settings = catalog_settings(args)
     except ValueError as exc:
         raise JobError(str(exc)) from None
-    return catalog_from_settings(**settings)
+    return catalog_from_settings(**settings, create=create)
 
 
 def one_line(exc: BaseException) -> str:
@@ -96,7 +99,7 @@ def run_job(job: str, argv: Sequence[str]) -> Mapping[str, Any]:
         )
     args = parse_job_args(spec, argv)
     module = importlib.import_module(f"spark_jobs.{job}")
-    catalog = open_catalog(args.catalog)
+    catalog = open_catalog(args.catalog, create=bool(getattr(args.options, "create", False)))
     try:
         return dict(module.run(job_session(f"icefloe-{job}"), catalog, args.options))
     finally:
