@@ -105,11 +105,13 @@ def test_health_prints_a_header_units_and_every_point_lost(warehouse: Path) -> N
     assert code == 0
     header, row, *why = out.splitlines()[1:]
     assert header.split() == [
-        "TABLE", "SCORE", "DATA", "FILES", "SIZE", "SMALL", "FILES", "DELETE", "FILES", "DUE"
+        "TABLE", "SCORE", "DATA", "FILES", "SIZE", "SMALL", "FILES", "DELETE", "FILES",
+        "MANIFESTS", "DUE"
     ]  # fmt: skip
     cells = row.split()
     assert cells[:3] == [TABLE, "95", "3"]
-    assert cells[4] == "KB" and cells[5:] == ["3", "0", "remove_orphan_files"]
+    # One commit: one data manifest.
+    assert cells[4] == "KB" and cells[5:] == ["3", "0", "1", "remove_orphan_files"]
     assert [line.strip() for line in why] == [
         "-5: 3 small files in category=a ("
         + cells[3]

@@ -4,6 +4,9 @@ it rewrites, and its commit merges small manifests as Iceberg's do
 (`commit.manifest.min-count-to-merge`), so a table whose manifests were many may need no
 manifest rewrite after it, while one whose manifests the data rewrite leaves alone still does.
 
+Every check of the chain uses the policy the Iceberg page and `icefloe` use (tables.yaml's
+layers and the table's properties), and its jobs the options that policy implies.
+
 The chain's own tasks run in this process (the DAG built by `self_optimizing_group`, its
 health task and gates executed as they are, on a real SQLite catalog and state store); the
 data rewrite between them runs in-process too, on the shared SparkSession, as its operator

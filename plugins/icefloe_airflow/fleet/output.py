@@ -107,12 +107,14 @@ def health_lines(result: Survey, *, as_json: bool, colour: bool = False) -> Iter
     if not result.checks:
         yield "no table matches"
         return
-    rows = [["TABLE", "SCORE", "DATA FILES", "SIZE", "SMALL FILES", "DELETE FILES", "DUE"]]
+    header = ["TABLE", "SCORE", "DATA FILES", "SIZE", "SMALL FILES", "DELETE FILES", "MANIFESTS"]
+    rows = [[*header, "DUE"]]
     for check in result.checks:
         if check.error is not None or check.report is None:
-            rows.append([check.table, "-", "", "", "", "", f"error: {check.error}"])
+            rows.append([check.table, "-", "", "", "", "", "", f"error: {check.error}"])
             continue
         totals = check.report.totals
+        manifests = check.report.manifests
         deletes = totals.position_deletes.files + totals.equality_deletes.files
         jobs = ", ".join(d.job for d in check.due) or "nothing"
         if not check.enabled:
@@ -125,11 +127,12 @@ def health_lines(result: Survey, *, as_json: bool, colour: bool = False) -> Iter
                 describe_size(totals.data.bytes),
                 str(totals.small_data.files),
                 str(deletes + totals.deletion_vectors.files),
+                str(manifests.data_manifests + manifests.delete_manifests),
                 jobs,
             ]
         )
     scores = [c.score if c.error is None else None for c in result.checks]
-    lines = _columns(rows, {1, 2, 3, 4, 5}, scores, colour)
+    lines = _columns(rows, {1, 2, 3, 4, 5, 6}, scores, colour)
     yield lines[0]
     for line, check in zip(lines[1:], result.checks, strict=True):
         yield line
