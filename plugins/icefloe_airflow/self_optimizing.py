@@ -47,6 +47,7 @@ from airflow.sdk import Asset, AssetOrTimeSchedule, Context, CronTriggerTimetabl
 from airflow.sdk import TriggerRule as Rule
 
 from icefloe_airflow.assets import table_asset
+from icefloe_airflow.health_model import JobDecision
 from icefloe_airflow.hook import IcebergHook
 from icefloe_airflow.operators import OPERATORS, IcefloeJobOperator, TableHealthOperator
 from icefloe_airflow.policy import DECIDED_AFTER_REWRITES, JOB_ORDER, MaintenancePolicy
@@ -99,6 +100,18 @@ def _gate(job: str) -> Any:
     return gate
 
 
+def decided_now(
+    iceberg_conn_id: str, table: str, job: str, overrides: Mapping[str, Any] | None = None
+) -> JobDecision:
+    """Whether `job` is due on the table as it is now (`DECIDED_AFTER_REWRITES`: after the
+    jobs before it), with the policy every checker uses."""
+    hook = IcebergHook(iceberg_conn_id)
+    try:
+        return decide_now(hook.load_table(table), table, hook.state_store(), job, overrides)
+    finally:
+        hook.close()
+
+
 def _gate_now(
     job: str, table: str, iceberg_conn_id: str, overrides: Mapping[str, Any] | None
 ) -> Any:
@@ -111,11 +124,7 @@ def _gate_now(
         ignore_downstream_trigger_rules=False,
     )
     def gate(health: dict[str, Any]) -> bool:
-        hook = IcebergHook(iceberg_conn_id)
-        try:
-            decision = decide_now(hook.load_table(table), table, hook.state_store(), job, overrides)
-        finally:
-            hook.close()
+        decision = decided_now(iceberg_conn_id, table, job, overrides)
         first = "due" if job in _reasons(health, "due") else "not due"
         verdict = "due" if decision.due else "not due, skipped"
         log.info(

@@ -330,9 +330,11 @@ def test_policy_from_mapping() -> None:
             "max_snapshot_age": "1d12h",
             "orphan_older_than": "2h",
             "target_file_size_bytes": "128MB",
+            "max-data-manifests": 250,
         }
     )
     assert policy.minor_file_count == 8
+    assert policy.max_data_manifests == 250
     assert policy.major_delete_ratio == 0.25
     assert policy.max_snapshot_age == timedelta(days=1, hours=12)
     assert policy.orphan_older_than == timedelta(hours=2)
@@ -354,6 +356,8 @@ def test_policy_from_mapping() -> None:
         ({"minor_file_count": "many"}, "minor_file_count: expected a number"),
         ({"minor_file_count": 2.5}, "minor_file_count: expected a whole number"),
         ({"minor_file_count": 0}, "minor_file_count=0"),
+        ({"max_data_manifests": 0}, "max_data_manifests=0"),
+        ({"max_data_manifests": "lots"}, "max_data_manifests: expected a number"),
         ({"major_delete_ratio": True}, "major_delete_ratio: expected a number"),
         ({"min_target_size_ratio": 1.5}, "min_target_size_ratio=1.5"),
         ({"expire_interval": "daily"}, "expire_interval: expected a duration such as 7d"),
