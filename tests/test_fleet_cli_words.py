@@ -82,9 +82,10 @@ def test_due_reads_the_run_history_the_page_reads(warehouse: Path) -> None:
         "warehouse/.airflow/airflow.cfg [icefloe] tables_config)"
     )
     assert lines[1].split() == [
-        "RANK", "TABLE", "SCORE", "BENEFIT", "(FILE", "OPENS)", "REWRITES", "JOBS,", "IN", "ORDER"
+        "RANK", "TABLE", "SCORE", "BENEFIT", "(FILE", "OPENS)", "REWRITES", "MANIFESTS", "JOBS,",
+        "IN", "ORDER"
     ]  # fmt: skip
-    assert lines[2].split() == ["1", TABLE, "95", "1.0", "0", "B", "remove_orphan_files"]
+    assert lines[2].split() == ["1", TABLE, "95", "1.0", "0", "B", "1", "remove_orphan_files"]
     assert lines[3].strip() == "remove_orphan_files: never ran successfully"
     assert lines[-1] == "1 of 1 table checked would be maintained now"
 

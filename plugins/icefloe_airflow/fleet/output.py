@@ -159,13 +159,14 @@ def due_lines(
         left = f", {len(plan.deferred)} left for a later run (--all)" if plan.deferred else ""
         yield f"nothing is due ({_tables(checked)} checked{left})"
         return
-    header = ["RANK", "TABLE", "SCORE", "BENEFIT (FILE OPENS)", "REWRITES", "JOBS, IN ORDER"]
-    rows = [header]
+    header = ["RANK", "TABLE", "SCORE", "BENEFIT (FILE OPENS)", "REWRITES", "MANIFESTS"]
+    rows = [[*header, "JOBS, IN ORDER"]]
     for rank, c in enumerate(plan.chosen, start=1):
         jobs = ", ".join(d.job for d in c.jobs)
         size = describe_size(c.rewrite_bytes)
-        rows.append([str(rank), c.table, str(c.check.score), f"{c.benefit:.1f}", size, jobs])
-    lines = _columns(rows, {0, 2, 3, 4}, [c.check.score for c in plan.chosen], colour)
+        figures = [str(c.check.score), f"{c.benefit:.1f}", size, str(c.manifests)]
+        rows.append([str(rank), c.table, *figures, jobs])
+    lines = _columns(rows, {0, 2, 3, 4, 5}, [c.check.score for c in plan.chosen], colour)
     yield lines[0]
     for line, c in zip(lines[1:], plan.chosen, strict=True):
         yield line

@@ -76,6 +76,12 @@ class Candidate:
         days = min(self.waited, MAX_WAIT) / timedelta(days=1)
         return self.benefit * (1 + days)
 
+    @property
+    def manifests(self) -> int:
+        """The manifests every scan's planning opens (data and delete)."""
+        stats = self.check.report.manifests if self.check.report is not None else None
+        return 0 if stats is None else stats.data_manifests + stats.delete_manifests
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "table": self.table,
@@ -84,6 +90,7 @@ class Candidate:
             "benefit": round(self.benefit, 3),
             "priority": round(self.priority, 3),
             "rewrite_bytes": self.rewrite_bytes,
+            "manifests": self.manifests,
             "waited_s": int(self.waited.total_seconds()),
         }
 
