@@ -100,7 +100,7 @@ def _gate(job: str) -> Any:
     return gate
 
 
-def decided_now(
+def job_due_now(
     iceberg_conn_id: str, table: str, job: str, overrides: Mapping[str, Any] | None = None
 ) -> JobDecision:
     """Whether `job` is due on the table as it is now (`DECIDED_AFTER_REWRITES`: after the
@@ -124,7 +124,7 @@ def _gate_now(
         ignore_downstream_trigger_rules=False,
     )
     def gate(health: dict[str, Any]) -> bool:
-        decision = decided_now(iceberg_conn_id, table, job, overrides)
+        decision = job_due_now(iceberg_conn_id, table, job, overrides)
         first = "due" if job in _reasons(health, "due") else "not due"
         verdict = "due" if decision.due else "not due, skipped"
         log.info(

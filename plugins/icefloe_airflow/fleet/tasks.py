@@ -19,7 +19,7 @@ from icefloe_airflow.fleet.survey import survey
 from icefloe_airflow.hook import IcebergHook
 from icefloe_airflow.operators import OPERATORS, IcefloeJobOperator
 from icefloe_airflow.policy import DECIDED_AFTER_REWRITES, JOB_ORDER
-from icefloe_airflow.self_optimizing import decided_now
+from icefloe_airflow.self_optimizing import job_due_now
 from spark_jobs.specs.grammar import describe_size, parse_size
 
 log = logging.getLogger(__name__)
@@ -130,7 +130,7 @@ def group_arguments(
 def _due_now(iceberg_conn_id: str, table: str, job: str) -> dict[str, str]:
     """`{job: reason}` if `job` is due on the table as the jobs before it left it, else {}
     (the plan's check came before them; see `policy.DECIDED_AFTER_REWRITES`)."""
-    decision = decided_now(iceberg_conn_id, table, job)
+    decision = job_due_now(iceberg_conn_id, table, job)
     log.info("%s on %s, measured again after the jobs before it: %s", job, table, decision.reason)
     return {job: decision.reason} if decision.due else {}
 
