@@ -1,4 +1,14 @@
-"""The Spark session settings the jobs need, and the session they run in.
+"""The Spark session a job runs in: classic (spark-submit, local, an in-process caller's) or a
+client of a Spark Connect server, and the settings the jobs need either way.
+
+A job run with `SPARK_REMOTE=sc://host:15002` (PySpark's own variable) or `--remote
+sc://host:15002` gets a Spark Connect session: the job's driver part (planning, commits,
+icecore) runs in the calling process, its Spark work on the server. The job ships `icecore` and
+`spark_jobs` to the server itself, once per session, as a session artifact
+(`ship_packages`): a stock server whose Python has the third-party packages serves it. The
+jobs never use the SparkContext (no RDDs, broadcast variables, accumulators or JVM gateway
+calls), so the same code runs on both kinds of session; what differs is here
+(`is_connect`, `parallelism`, `isolated_session`).
 
 Table files never go through Spark's Parquet reader or writer (`spark_jobs.reading`,
 `spark_jobs.writing`: FileIO in the tasks); Spark reads only the user's ingestion source.
@@ -13,9 +23,19 @@ All of them exist, with these names, in Spark 3.5 and 4.x, classic and Connect.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping
+import socket
+import threading
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from urllib.parse import urlparse
 
 from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+
+from spark_jobs.common.errors import JobError
+from spark_jobs.specs.argv import REMOTE_ENV
+
+DEFAULT_CONNECT_PORT = 15002  # Spark Connect's
 
 ICEBERG_SQL_CONF = {
     "spark.sql.parquet.fieldId.read.enabled": "true",
@@ -23,6 +43,9 @@ ICEBERG_SQL_CONF = {
     "spark.sql.parquet.datetimeRebaseModeInRead": "CORRECTED",
     "spark.sql.parquet.int96RebaseModeInRead": "CORRECTED",
 }
+# Set by the Airflow operator when it configured Spark's logging itself (warnings in the task
+# log, everything in a file); otherwise a job turns Spark's own logging down to warnings.
+SPARK_LOGGING_ENV = "ICEFLOE_SPARK_LOGGING"
 
 
 def configure(spark: SparkSession) -> SparkSession:
@@ -32,19 +55,66 @@ def configure(spark: SparkSession) -> SparkSession:
     return spark
 
 
-# Set by the Airflow operator when it configured Spark's logging itself (warnings in the task
-# log, everything in a file); otherwise a job turns Spark's own logging down to warnings.
-SPARK_LOGGING_ENV = "ICEFLOE_SPARK_LOGGING"
+def is_connect(spark: SparkSession) -> bool:
+    """Whether `spark` is a Spark Connect client's session (PySpark's Connect session class
+    is not a subclass of the classic one; both live in `pyspark.sql`)."""
+    return type(spark).__module__.startswith("pyspark.sql.connect.")
 
 
-def get_session(app_name: str) -> SparkSession:
-    """The job's session: the one spark-submit configured, with the Iceberg settings on and
-    Spark's own log at warnings (people read the job's lines; Spark's INFO drowned them)."""
+def get_session(app_name: str, remote: str | None = None) -> SparkSession:
+    """The job's session: on the Spark Connect server `remote` (else `$SPARK_REMOTE`) names,
+    with icefloe's packages shipped to it; else the one spark-submit configured, with Spark's
+    own log at warnings (people read the job's lines; Spark's INFO drowned them). The Iceberg
+    settings are on either way."""
+    url = remote or os.environ.get(REMOTE_ENV)
+    if url:
+        check_reachable(url)
+        # Connect settings go in one request at creation; PySpark marks the process as a
+        # Connect client, so `pyspark.sql.functions` build Connect columns from now on.
+        builder = SparkSession.builder.remote(url).config(map=dict(ICEBERG_SQL_CONF))
+        return ship_packages(builder.getOrCreate())
     builder = SparkSession.builder.appName(app_name).config("spark.ui.showConsoleProgress", "false")
     session = configure(builder.getOrCreate())
     if os.environ.get(SPARK_LOGGING_ENV) != "configured":
         session.sparkContext.setLogLevel("WARN")
     return session
+
+
+def check_reachable(url: str, timeout: float = 10.0) -> None:
+    """Fail at once, naming the server, when nothing accepts connections where `url` points.
+    PySpark's Connect client retries an unavailable server for ten minutes and more (what a
+    server restarting mid-job needs); a job pointed at a wrong host or port should not wait."""
+    parsed = urlparse(url)
+    if parsed.scheme != "sc" or not parsed.hostname:
+        return  # not a server address (PySpark's `local` starts one itself)
+    address = (parsed.hostname, parsed.port or DEFAULT_CONNECT_PORT)
+    try:
+        socket.create_connection(address, timeout=timeout).close()
+    except OSError as exc:
+        server = f"sc://{parsed.netloc}"
+        raise JobError(f"no Spark Connect server answers at {server}: {exc}") from None
+
+
+_SHIPPED: set[tuple[str, str]] = set()  # (Connect session id, zip name)
+_SHIPPING = threading.Lock()
+
+
+def ship_packages(spark: SparkSession) -> SparkSession:
+    """Add the zip of `icecore` and `spark_jobs` to a Connect session's Python path on the
+    server (`addArtifacts(pyfile=True)`), once per session and zip: the server's Python
+    workers import the client's own code, whatever the server has installed. A classic
+    session is returned as it is (spark-submit's `--py-files` or an installed package)."""
+    if not is_connect(spark):
+        return spark
+    from spark_jobs.common.packaging import cached_zip  # noqa: PLC0415 (Connect only)
+
+    package = cached_zip()
+    key = (spark.session_id, package.name)
+    with _SHIPPING:
+        if key not in _SHIPPED:
+            spark.addArtifacts(str(package), pyfile=True)
+            _SHIPPED.add(key)
+    return spark
 
 
 SessionSource = SparkSession | Callable[[], SparkSession]
@@ -54,24 +124,26 @@ class OnDemandSession:
     """The job's session, started the first time a job asks for it: a job whose work is
     small enough to do in the driver's own threads (a conversion of a small table, an expiry
     deleting a few files) never starts a SparkContext, the largest fixed cost of a run
-    (seconds before the first task, on a cluster more while executors are allocated).
+    (seconds before the first task, on a cluster more while executors are allocated), nor
+    connects to a Spark Connect server.
 
     In YARN's cluster mode the application master fails an application that never started
     a SparkContext, so there `job_session` starts it up front."""
 
-    def __init__(self, app_name: str) -> None:
+    def __init__(self, app_name: str, remote: str | None = None) -> None:
         self.app_name = app_name
+        self.remote = remote
         self._session: SparkSession | None = None
 
     def __call__(self) -> SparkSession:
         if self._session is None:
-            self._session = get_session(self.app_name)
+            self._session = get_session(self.app_name, self.remote)
         return self._session
 
 
-def job_session(app_name: str) -> SessionSource:
+def job_session(app_name: str, remote: str | None = None) -> SessionSource:
     """The session a job run from the command line is given."""
-    source = OnDemandSession(app_name)
+    source = OnDemandSession(app_name, remote)
     return source() if _yarn_cluster_driver() else source
 
 
@@ -90,20 +162,57 @@ def _yarn_cluster_driver() -> bool:
 
 def session_of(source: SessionSource) -> SparkSession:
     """The session itself, started now if `source` starts it on demand."""
-    return source if isinstance(source, SparkSession) else source()
+    return source() if callable(source) else source
 
 
-def isolated_session(spark: SparkSession, settings: Mapping[str, str]) -> SparkSession:
-    """A new session on `spark`'s context with a copy of its SQL settings plus `settings`,
-    for work that needs settings nothing else running in `spark` should see.
+_PARALLELISM: dict[str, int] = {}  # per Connect session id
 
-    `SET` lists the settings the session has set (those given at start-up and at run time);
-    the ones fixed at start-up (static, or SparkContext settings) are not copied: the new
-    session already has them."""
+
+def parallelism(spark: SparkSession) -> int:
+    """How many tasks the cluster runs at once by default (Spark's default parallelism), to
+    size the jobs' task lists. A Connect client has no SparkContext to ask: there it is the
+    number of partitions a range gets by default (Spark's leaf-node parallelism, the default
+    parallelism unless set apart), counted by a small JVM-only query once per session."""
+    if not is_connect(spark):
+        return int(spark.sparkContext.defaultParallelism)
+    found = _PARALLELISM.get(spark.session_id)
+    if found is None:
+        last = spark.range(0, 1 << 20).agg(F.max(F.spark_partition_id())).first()
+        found = _PARALLELISM[spark.session_id] = int(last[0]) + 1 if last else 1
+    return found
+
+
+@contextmanager
+def isolated_session(spark: SparkSession, settings: Mapping[str, str]) -> Iterator[SparkSession]:
+    """A session with `spark`'s SQL settings plus `settings`, for work that needs settings
+    nothing else running in `spark` should see.
+
+    Classic: a new session on `spark`'s context holding a copy of its settings. `SET` lists
+    the settings the session has set (those given at start-up and at run time); the ones
+    fixed at start-up (static, or SparkContext settings) are not copied: the new session
+    already has them.
+
+    Connect: PySpark's Connect client has no `newSession` (and Spark 3.5's server cannot
+    clone one), and a new server session would need the packages shipped and Python workers
+    started again. The session a command-line job runs in is the job's own, so `settings`
+    are set on it for the block and the earlier values put back after it."""
+    if is_connect(spark):
+        previous = {key: spark.conf.get(key, None) for key in settings}
+        for key, value in settings.items():
+            spark.conf.set(key, value)
+        try:
+            yield spark
+        finally:
+            for key, value in previous.items():
+                if value is None:
+                    spark.conf.unset(key)
+                else:
+                    spark.conf.set(key, value)
+        return
     session = spark.newSession()
     for row in spark.sql("SET").collect():
         if spark.conf.isModifiable(row.key):
             session.conf.set(row.key, row.value)
     for key, value in settings.items():
         session.conf.set(key, value)
-    return session
+    yield session

@@ -39,6 +39,7 @@ from pyspark.sql.pandas.types import to_arrow_schema
 
 from icecore.data.arrow_schema import FIELD_ID_KEY
 from icecore.spec.types import IcebergType, ListType, MapType, NestedField, StructType
+from spark_jobs.common.session import parallelism
 from spark_jobs.common.worker import cheap_cache_invalidation, worker_io
 from spark_jobs.schema import spark_schema
 from spark_jobs.writing.files import ROW_LINEAGE
@@ -79,7 +80,7 @@ def read_parquet(
         if size is not None
         for start in range(0, max(size, 1), split_bytes)
     ] + [(location, 0, _WHOLE_FILE) for location, size in files if size is None]
-    tasks = pack_splits(splits, spark.sparkContext.defaultParallelism, split_bytes)
+    tasks = pack_splits(splits, parallelism(spark), split_bytes)
     extra = [T.StructField(n, t, True) for n, t in (per_file.columns if per_file else ())]
     if position_column:
         extra.append(T.StructField(position_column, T.LongType(), False))
