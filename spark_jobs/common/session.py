@@ -172,13 +172,20 @@ def parallelism(spark: SparkSession) -> int:
     """How many tasks the cluster runs at once by default (Spark's default parallelism), to
     size the jobs' task lists. A Connect client has no SparkContext to ask: there it is the
     number of partitions a range gets by default (Spark's leaf-node parallelism, the default
-    parallelism unless set apart), counted by a small JVM-only query once per session."""
+    parallelism unless set apart), counted by a small JVM-only query once per session, unless
+    the server sets `spark.default.parallelism`."""
     if not is_connect(spark):
         return int(spark.sparkContext.defaultParallelism)
     found = _PARALLELISM.get(spark.session_id)
     if found is None:
-        last = spark.range(0, 1 << 20).agg(F.max(F.spark_partition_id())).first()
-        found = _PARALLELISM[spark.session_id] = int(last[0]) + 1 if last else 1
+        configured = spark.conf.get("spark.default.parallelism", None)
+        if configured:
+            found = int(configured)
+        else:
+            ids = spark.range(0, 1 << 20).select(F.spark_partition_id().alias("p"))
+            last = ids.agg(F.max("p")).first()
+            found = int(last[0]) + 1 if last else 1
+        _PARALLELISM[spark.session_id] = found
     return found
 
 

@@ -8,16 +8,33 @@ its modes, and a client killed mid-job.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
+import os
+import signal
 import subprocess
 import sys
+import time
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
+import duckdb
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
 from pyspark.sql import SparkSession
 
 from icecore.catalog import SqlCatalog
-from tests.spark.delete_tables import TABLE, build, rows
+from icecore.io import FileIO
+from icecore.spec.manifest import FileContent
+from icecore.table import Table
+from spark_jobs.ingest import run as ingest
+from spark_jobs.specs.jobs import IngestOptions
+from tests.spark.delete_tables import TABLE, build, live, rows
 from tests.support.duckdb import duck_connection  # noqa: F401 - provides the `duck` fixture
+from tests.support.objectstores import S3_SECRET_KEY, ObjectStore
+from tests.support.reader import scan_rows
 from tests.support.spark_connect import SparkConnectServer, clean_environment, result_of
 
 _SHIPPING = """\
@@ -111,3 +128,149 @@ def test_command_line_contract_over_connect(
         .splitlines()[-1]
         .startswith("JobError: no Spark Connect server answers at sc://127.0.0.1:9: ")
     )
+
+
+def _shape(table: Table) -> list[tuple[Any, ...]]:
+    """What two runs of the same jobs must agree on, file names aside: each live file's
+    content, spec, partition, record count and sequence numbers."""
+    return sorted(
+        (c.value, e.data_file.spec_id, repr(e.data_file.partition), e.data_file.record_count,
+         e.sequence_number, e.file_sequence_number)
+        for c, entries in live(table).items()
+        for e in entries
+    )  # fmt: skip
+
+
+def _sources(directory: Path) -> list[IngestOptions]:
+    """A partitioned, sorted table created from Parquet, upserted from CSV, then a CDC batch
+    (updates, a delete, an insert) from Parquet: every mode that writes deletes."""
+    directory.mkdir()
+    day = dt.datetime(2024, 1, 1)
+    first = pa.table(
+        {
+            "id": pa.array(range(1, 9), pa.int64()),
+            "v": [f"a{i}" for i in range(1, 9)],
+            "ts": pa.array([day + dt.timedelta(hours=i) for i in range(8)], pa.timestamp("us")),
+        }
+    )
+    pq.write_table(first, directory / "first.parquet")
+    (directory / "upsert.csv").write_text(
+        "id,v,ts\n2,b2,2024-01-02 00:00:00\n3,b3,2024-01-02 01:00:00\n9,b9,2024-01-02 02:00:00\n"
+    )
+    changes = first.slice(3, 2).append_column("op", pa.array(["U", "D"]))
+    changes = changes.set_column(1, "v", pa.array(["c4", "c5"]))
+    extra = pa.table({"id": [10], "v": ["c10"], "ts": pa.array([day], pa.timestamp("us")),
+                      "op": ["I"]}).cast(changes.schema)  # fmt: skip
+    pq.write_table(pa.concat_tables([changes, extra]), directory / "cdc.parquet")
+    return [
+        IngestOptions(table="db.t", source=str(directory / "first.parquet"), create=True,
+                      partition_by="bucket(2, id)", sort_by="v"),
+        IngestOptions(table="db.t", source=str(directory / "upsert.csv"), mode="upsert",
+                      key=["id"], source_options={"header": "true"}),
+        IngestOptions(table="db.t", source=str(directory / "cdc.parquet"), mode="cdc",
+                      key=["id"]),
+    ]  # fmt: skip
+
+
+def test_ingest_modes_give_the_tables_the_local_session_gives(
+    spark: SparkSession,
+    catalog: SqlCatalog,
+    warehouse: Path,
+    spark_connect: SparkConnectServer,
+    duck: duckdb.DuckDBPyConnection,
+) -> None:
+    """The same batches into two tables, one by the local session in this process, the
+    other by `python -m spark_jobs ingest` over Spark Connect: same rows for every reader,
+    same files, partitions and sequence numbers after each batch."""
+    for step, options in enumerate(_sources(warehouse.parent / "sources")):
+        ingest(spark, catalog, replace(options, table="db.local"))
+        args = ["--warehouse", str(warehouse), *replace(options, table="db.remote").to_argv()]
+        result = result_of(spark_connect.run_job("ingest", args, cwd=warehouse.parent))
+        assert result["status"] == "committed", result
+        local, remote = catalog.load_table("db.local"), catalog.load_table("db.remote")
+        assert _shape(remote) == _shape(local), f"after step {step}"
+        assert rows(remote, duck) == rows(local, duck), f"after step {step}"
+    assert live(remote)[FileContent.EQUALITY_DELETES]  # the CDC batch deleted by key
+    assert sorted(k for k, *_ in rows(remote, None).elements()) == [1, 2, 3, 4, 6, 7, 8, 9, 10]
+
+
+def test_json_on_an_object_store_spark_cannot_read(
+    spark: SparkSession, s3_store: ObjectStore, spark_connect: SparkConnectServer, tmp_path: Path
+) -> None:
+    """A JSON batch on S3, which the server's Spark has no FileSystem for, read through FileIO
+    in the tasks with Spark's own JSON inference (Connect's `Parse` relation): the same table
+    as the local session makes, the catalog's credentials only in the environment."""
+    catalog_db = tmp_path / "catalog.db"
+    bucket = s3_store.new_bucket()
+    catalog = SqlCatalog("default", uri=f"sqlite:///{catalog_db}", warehouse=f"{bucket}/wh",
+                         properties=s3_store.properties)  # fmt: skip
+    FileIO(s3_store.properties).write_bytes(
+        f"{bucket}/in/batch.json",
+        b'{"n": 1, "x": 0.5, "d": "2024-03-04", "tags": ["a", "b"], "s": "j"}\n\n'
+        b'{"n": 2, "t": "2024-03-04T05:06:07Z", "s": "k", "nested": {"p": 1}}\n',
+    )
+    options = IngestOptions(table="db.local", source=f"{bucket}/in", source_format="json",
+                            create=True)  # fmt: skip
+    try:
+        ingest(spark, catalog, options)
+        args = ["--catalog-uri", f"sqlite:///{catalog_db}", "--warehouse", f"{bucket}/wh",
+                *replace(options, table="db.remote").to_argv()]  # fmt: skip
+        secrets = {"ICEFLOE_CATALOG_PROPERTIES": json.dumps(s3_store.properties)}
+        done = spark_connect.run_job("ingest", args, cwd=tmp_path, env=secrets)
+        assert result_of(done)["status"] == "committed"
+        assert S3_SECRET_KEY not in " ".join(args)
+        local, remote = catalog.load_table("db.local"), catalog.load_table("db.remote")
+        assert remote.metadata.schema().fields == local.metadata.schema().fields
+        assert _shape(remote) == _shape(local)
+        read = [sorted(scan_rows(t.io, t.metadata), key=lambda r: r["n"]) for t in (local, remote)]
+        assert read[1] == read[0] and [r["n"] for r in read[1]] == [1, 2]
+    finally:
+        catalog.close()
+
+
+def test_a_killed_client_leaves_the_table_as_it_was(
+    spark: SparkSession,
+    catalog: SqlCatalog,
+    warehouse: Path,
+    spark_connect: SparkConnectServer,
+    duck: duckdb.DuckDBPyConnection,
+) -> None:
+    """SIGKILL of `python -m spark_jobs rewrite_data_files` while the server's tasks write:
+    the client commits, so the table keeps its metadata and rows (the tasks' files stay
+    behind, unreferenced), and the next run does the work."""
+    build(spark, catalog, 4, "bucket(2, id)", seed=31)
+    before = catalog.load_table(TABLE)
+    expected = rows(before, duck)
+    location = Path(before.metadata.location)
+    existing = _files(location)
+    args = ["--warehouse", str(warehouse), "--table", TABLE, "--rewrite-all"]
+    command, env = spark_connect.job_command("rewrite_data_files", args)
+    client = subprocess.Popen(
+        command, cwd=warehouse.parent, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        start_new_session=True,
+    )  # fmt: skip
+    deadline = time.monotonic() + 240
+    while not _files(location) - existing:  # the server's tasks have started writing
+        if client.poll() is not None:
+            _, err = client.communicate()
+            pytest.fail(f"the client ended before a file was written: {err.decode()[-3000:]}")
+        assert time.monotonic() < deadline, "nothing written in 240 s"
+        time.sleep(0.01)
+    os.killpg(client.pid, signal.SIGKILL)
+    client.communicate(timeout=60)
+    assert client.returncode == -signal.SIGKILL
+
+    after = catalog.load_table(TABLE)
+    assert after.metadata_location == before.metadata_location
+    assert rows(after, duck) == expected
+    assert _files(location) > existing
+
+    done = spark_connect.run_job("rewrite_data_files", args, cwd=warehouse.parent)
+    assert result_of(done)["added_data_files"] > 0
+    finished = catalog.load_table(TABLE)
+    assert finished.metadata.current_snapshot_id != before.metadata.current_snapshot_id
+    assert rows(finished, duck) == expected
+
+
+def _files(root: Path) -> set[Path]:
+    return {p for p in root.rglob("*") if p.is_file() and p.suffix in {".parquet", ".avro"}}
