@@ -3,7 +3,7 @@ PYTHON ?= python3.11
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test lint java browser node rest-server
+.PHONY: demo test lint java browser node rest-server spark-connect
 
 $(BIN)/activate: requirements.txt requirements-test.txt pyproject.toml
 	@command -v $(PYTHON) >/dev/null || { echo "$(PYTHON) is required" >&2; exit 1; }
@@ -37,6 +37,17 @@ node:
 # self-optimizing DAG maintains the table (local Spark, SQLite catalog and Airflow DB, ./warehouse).
 demo: $(BIN)/activate java
 	$(BIN)/python examples/demo.py warehouse
+
+# A Spark Connect server from the pinned pyspark, in the foreground (Ctrl-C stops it), on
+# 127.0.0.1:$(SPARK_CONNECT_PORT): a job run with SPARK_REMOTE=sc://localhost:$(SPARK_CONNECT_PORT)
+# does its Spark work there, with no Spark start of its own. Python workers run this virtualenv.
+SPARK_CONNECT_PORT ?= 15002
+spark-connect: $(BIN)/activate java
+	PYSPARK_PYTHON=$(abspath $(BIN))/python $(BIN)/spark-submit --master 'local[*]' \
+		--class org.apache.spark.sql.connect.service.SparkConnectServer --name icefloe-spark-connect \
+		--conf spark.connect.grpc.binding.address=127.0.0.1 \
+		--conf spark.connect.grpc.binding.port=$(SPARK_CONNECT_PORT) \
+		$(VENV)/lib/python*/site-packages/pyspark/jars/spark-connect_*.jar
 
 lint: $(BIN)/activate
 	$(BIN)/ruff check .
