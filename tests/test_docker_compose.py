@@ -82,8 +82,22 @@ SHARED_AIRFLOW_ENV = (
     "PYSPARK_PYTHON",
 )
 ICEBERG_EXTRAS = {"uri", "catalog_name", "warehouse", "properties"}
-# What PySpark's Python workers import (pandas UDFs, Avro, catalog access).
-EXECUTOR_IMPORTS = {"pyarrow", "fastavro", "sqlalchemy", "numpy", "pandas", "psycopg2-binary"}
+# What PySpark's Python workers import (pandas UDFs, Avro, deletion vectors, catalog access).
+EXECUTOR_IMPORTS = {
+    "pyarrow", "fastavro", "pyroaring", "sqlalchemy", "numpy", "pandas", "psycopg2-binary"
+}  # fmt: skip
+# The modules whose functions Spark tasks run (mapInArrow and pandas UDFs): a task imports them,
+# and what they import, on the executors (spark-submit's or a Spark Connect server's).
+TASK_MODULES = (
+    "spark_jobs.reading.parquet_files", "spark_jobs.reading.deletion_vectors",
+    "spark_jobs.writing.arrow_files", "spark_jobs.writing.deletion_vectors",
+    "spark_jobs.writing.transforms", "spark_jobs.rewrite_data_files.in_tasks",
+    "spark_jobs.convert_equality_deletes.in_tasks", "spark_jobs.ingest.object_source",
+    "spark_jobs.files.listing", "spark_jobs.files.deletion",
+)  # fmt: skip
+# Present wherever PySpark runs: its own code (the image's Spark ships it), its optional psutil,
+# setuptools' import hook, and the project itself (shipped by every job).
+_SPARK_PROVIDES = {"pyspark", "pyspark-client", "py4j", "psutil", "setuptools", "icefloe"}
 
 
 def connection(service: Mapping[str, Any], conn_id: str) -> dict[str, Any]:
@@ -308,6 +322,48 @@ def test_spark_dockerfile_installs_the_executor_pins(pins: dict[str, str]) -> No
     )
     assert generated, f"{SPARK_DOCKERFILE} does not run {script} on {requirements}"
     assert re.search(rf'/bin/pip" install --no-cache-dir -r {re.escape(generated[1])};', runs)
+
+
+def test_executor_packages_cover_what_the_tasks_import() -> None:
+    """Every distribution the tasks' modules import is an executor package or installed with
+    one (a missing one fails every task of a job on the cluster, not in local mode)."""
+    script = (
+        "import importlib, json, sys, importlib.metadata as md\n"
+        f"for m in {list(TASK_MODULES)!r}: importlib.import_module(m)\n"
+        "dists = md.packages_distributions()\n"
+        "tops = {n.split('.')[0] for n in sys.modules}\n"
+        "print(json.dumps(sorted({d for t in tops for d in dists.get(t, [])})))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True, timeout=120
+    )
+    imported = {canonicalize_name(d) for d in json.loads(done.stdout)}
+    packages = dockerfile_args(SPARK_DOCKERFILE)["EXECUTOR_PACKAGES"].split()
+    installed = _with_dependencies({canonicalize_name(p) for p in packages})
+    assert imported - installed - _SPARK_PROVIDES == set()
+
+
+def _with_dependencies(names: set[str]) -> set[str]:
+    """`names` and every distribution they require (extras aside), as installed here."""
+    from importlib.metadata import PackageNotFoundError, requires  # noqa: PLC0415
+
+    from packaging.requirements import Requirement  # noqa: PLC0415
+
+    found, todo = set(), list(names)
+    while todo:
+        name = todo.pop()
+        if name in found:
+            continue
+        found.add(name)
+        try:
+            wanted = requires(name) or []
+        except PackageNotFoundError:
+            continue
+        for line in wanted:
+            requirement = Requirement(line)
+            if requirement.marker is None or requirement.marker.evaluate({"extra": ""}):
+                todo.append(canonicalize_name(requirement.name))
+    return found
 
 
 def test_executor_requirements_refuse_an_unpinned_package() -> None:
