@@ -33,9 +33,14 @@ from spark_jobs.ingest import run as ingest
 from spark_jobs.specs.jobs import IngestOptions
 from tests.spark.delete_tables import TABLE, build, live, rows
 from tests.support.duckdb import duck_connection  # noqa: F401 - provides the `duck` fixture
-from tests.support.objectstores import S3_SECRET_KEY, ObjectStore
+from tests.support.objectstores import S3_SECRET_KEY, ObjectStore, free_port
 from tests.support.reader import scan_rows
-from tests.support.spark_connect import SparkConnectServer, clean_environment, result_of
+from tests.support.spark_connect import (
+    ROOT,
+    SparkConnectServer,
+    clean_environment,
+    result_of,
+)
 
 _SHIPPING = """\
 import sys
@@ -274,3 +279,38 @@ def test_a_killed_client_leaves_the_table_as_it_was(
 
 def _files(root: Path) -> set[Path]:
     return {p for p in root.rglob("*") if p.is_file() and p.suffix in {".parquet", ".avro"}}
+
+
+def test_make_spark_connect_serves_a_job_as_the_readme_says(
+    spark: SparkSession, catalog: SqlCatalog, warehouse: Path
+) -> None:
+    """`make spark-connect SPARK_CONNECT_PORT=...` in the foreground, then the README's
+    `SPARK_REMOTE=sc://localhost:PORT .venv/bin/python -m spark_jobs ...` from a shell."""
+    build(spark, catalog, 2, None, seed=5)
+    expected = rows(catalog.load_table(TABLE), None)
+    port = free_port()
+    log = warehouse.parent / "make-spark-connect.log"
+    with open(log, "wb") as out:
+        make = subprocess.Popen(
+            ["make", "spark-connect", f"SPARK_CONNECT_PORT={port}"], cwd=ROOT,
+            env=clean_environment(), stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+        )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 180
+        while f"Spark Connect server started at: 127.0.0.1:{port}" not in log.read_text():
+            assert make.poll() is None, log.read_text()[-3000:]
+            assert time.monotonic() < deadline, log.read_text()[-3000:]
+            time.sleep(0.2)
+        command = (
+            f"SPARK_REMOTE=sc://localhost:{port} .venv/bin/python -m spark_jobs "
+            f"rewrite_data_files --warehouse {warehouse} --table {TABLE}"
+        )
+        done = subprocess.run(
+            ["sh", "-c", command], cwd=ROOT, env=clean_environment(), capture_output=True,
+            text=True, timeout=300, check=False,
+        )  # fmt: skip
+        assert result_of(done)["added_data_files"] == 1
+        assert rows(catalog.load_table(TABLE), None) == expected
+    finally:
+        os.killpg(make.pid, signal.SIGTERM)
+        make.wait(timeout=60)
