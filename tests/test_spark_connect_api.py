@@ -22,6 +22,7 @@ ALLOWED = {
     ("spark_jobs/common/session.py", "isolated_session"): "classic branch: newSession",
     ("spark_jobs/common/cli.py", "_say_cause"): "only under spark-submit's gateway",
     ("spark_jobs/ingest/json_schema.py", "infer_json_schema"): "classic branch: the RDD",
+    ("spark_jobs/common/connect.py", "_connect_mode"): "refuses a classic SparkContext",
 }
 
 

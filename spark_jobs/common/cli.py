@@ -127,8 +127,6 @@ def split_remote(argv: Sequence[str]) -> tuple[str | None, list[str]]:
 
 def run_job(job: str, argv: Sequence[str]) -> Mapping[str, Any]:
     """Parse and check `argv` for `job`, then run it on a fresh session; its result."""
-    from spark_jobs.common.session import job_session  # noqa: PLC0415 (after the check)
-
     remote, argv = split_remote(argv)
     spec = JOBS.get(job)
     if spec is None:
@@ -136,6 +134,8 @@ def run_job(job: str, argv: Sequence[str]) -> Mapping[str, Any]:
             f"unknown job {job!r}; the jobs are: {', '.join(JOBS)} (usage: <job> --help)"
         )
     args = parse_job_args(spec, argv)
+    from spark_jobs.common.session import job_session  # noqa: PLC0415 (after the check)
+
     module = importlib.import_module(f"spark_jobs.{job}")
     catalog = open_catalog(args.catalog)
     try:
@@ -196,7 +196,7 @@ def _release_connect_session(before: object) -> None:
     A classic session ends with the process, as spark-submit's always has."""
     session = _active_session()
     if session is not None and session is not before:
-        from spark_jobs.common.session import is_connect  # noqa: PLC0415 (pyspark loaded)
+        from spark_jobs.common.connect import is_connect  # noqa: PLC0415 (pyspark loaded)
 
         if is_connect(session):  # type: ignore[arg-type]
             session.stop()  # type: ignore[attr-defined]

@@ -2,13 +2,12 @@
 client of a Spark Connect server, and the settings the jobs need either way.
 
 A job run with `SPARK_REMOTE=sc://host:15002` (PySpark's own variable) or `--remote
-sc://host:15002` gets a Spark Connect session: the job's driver part (planning, commits,
-icecore) runs in the calling process, its Spark work on the server. The job ships `icecore` and
-`spark_jobs` to the server itself, once per session, as a session artifact
-(`ship_packages`): a stock server whose Python has the third-party packages serves it. The
-jobs never use the SparkContext (no RDDs, broadcast variables, accumulators or JVM gateway
-calls), so the same code runs on both kinds of session; what differs is here
-(`is_connect`, `parallelism`, `isolated_session`).
+sc://host:15002` gets a Spark Connect session (`spark_jobs.common.connect`): the job's driver
+part (planning, commits, icecore) runs in the calling process, its Spark work on the server,
+with `icecore` and `spark_jobs` shipped to it by the job, so a stock server whose Python has the
+third-party packages serves it. The jobs never use the SparkContext (no RDDs, broadcast
+variables, accumulators or JVM gateway calls), so the same code runs on both kinds of session;
+what differs is here (`parallelism`, `isolated_session`) and in `connect`.
 
 Table files never go through Spark's Parquet reader or writer (`spark_jobs.reading`,
 `spark_jobs.writing`: FileIO in the tasks); Spark reads only the user's ingestion source.
@@ -23,19 +22,14 @@ All of them exist, with these names, in Spark 3.5 and 4.x, classic and Connect.
 from __future__ import annotations
 
 import os
-import socket
-import threading
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from urllib.parse import urlparse
 
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from spark_jobs.common.errors import JobError
+from spark_jobs.common.connect import is_connect, private_session, shared_session
 from spark_jobs.specs.argv import REMOTE_ENV
-
-DEFAULT_CONNECT_PORT = 15002  # Spark Connect's
 
 ICEBERG_SQL_CONF = {
     "spark.sql.parquet.fieldId.read.enabled": "true",
@@ -55,12 +49,6 @@ def configure(spark: SparkSession) -> SparkSession:
     return spark
 
 
-def is_connect(spark: SparkSession) -> bool:
-    """Whether `spark` is a Spark Connect client's session (PySpark's Connect session class
-    is not a subclass of the classic one; both live in `pyspark.sql`)."""
-    return type(spark).__module__.startswith("pyspark.sql.connect.")
-
-
 def get_session(app_name: str, remote: str | None = None) -> SparkSession:
     """The job's session: on the Spark Connect server `remote` (else `$SPARK_REMOTE`) names,
     with icefloe's packages shipped to it; else the one spark-submit configured, with Spark's
@@ -68,53 +56,12 @@ def get_session(app_name: str, remote: str | None = None) -> SparkSession:
     settings are on either way."""
     url = remote or os.environ.get(REMOTE_ENV)
     if url:
-        check_reachable(url)
-        # Connect settings go in one request at creation; PySpark marks the process as a
-        # Connect client, so `pyspark.sql.functions` build Connect columns from now on.
-        builder = SparkSession.builder.remote(url).config(map=dict(ICEBERG_SQL_CONF))
-        return ship_packages(builder.getOrCreate())
+        return shared_session(url, ICEBERG_SQL_CONF)
     builder = SparkSession.builder.appName(app_name).config("spark.ui.showConsoleProgress", "false")
     session = configure(builder.getOrCreate())
     if os.environ.get(SPARK_LOGGING_ENV) != "configured":
         session.sparkContext.setLogLevel("WARN")
     return session
-
-
-def check_reachable(url: str, timeout: float = 10.0) -> None:
-    """Fail at once, naming the server, when nothing accepts connections where `url` points.
-    PySpark's Connect client retries an unavailable server for ten minutes and more (what a
-    server restarting mid-job needs); a job pointed at a wrong host or port should not wait."""
-    parsed = urlparse(url)
-    if parsed.scheme != "sc" or not parsed.hostname:
-        return  # not a server address (PySpark's `local` starts one itself)
-    address = (parsed.hostname, parsed.port or DEFAULT_CONNECT_PORT)
-    try:
-        socket.create_connection(address, timeout=timeout).close()
-    except OSError as exc:
-        server = f"sc://{parsed.netloc}"
-        raise JobError(f"no Spark Connect server answers at {server}: {exc}") from None
-
-
-_SHIPPED: set[tuple[str, str]] = set()  # (Connect session id, zip name)
-_SHIPPING = threading.Lock()
-
-
-def ship_packages(spark: SparkSession) -> SparkSession:
-    """Add the zip of `icecore` and `spark_jobs` to a Connect session's Python path on the
-    server (`addArtifacts(pyfile=True)`), once per session and zip: the server's Python
-    workers import the client's own code, whatever the server has installed. A classic
-    session is returned as it is (spark-submit's `--py-files` or an installed package)."""
-    if not is_connect(spark):
-        return spark
-    from spark_jobs.common.packaging import cached_zip  # noqa: PLC0415 (Connect only)
-
-    package = cached_zip()
-    key = (spark.session_id, package.name)
-    with _SHIPPING:
-        if key not in _SHIPPED:
-            spark.addArtifacts(str(package), pyfile=True)
-            _SHIPPED.add(key)
-    return spark
 
 
 SessionSource = SparkSession | Callable[[], SparkSession]
@@ -199,22 +146,12 @@ def isolated_session(spark: SparkSession, settings: Mapping[str, str]) -> Iterat
     fixed at start-up (static, or SparkContext settings) are not copied: the new session
     already has them.
 
-    Connect: PySpark's Connect client has no `newSession` (and Spark 3.5's server cannot
-    clone one), and a new server session would need the packages shipped and Python workers
-    started again. The session a command-line job runs in is the job's own, so `settings`
-    are set on it for the block and the earlier values put back after it."""
+    Connect: a session of the job's own on the same server (`connect.private_session`), with
+    the Iceberg settings and `settings` (the shared session is other jobs' too, and PySpark's
+    Connect client has no `newSession`), released after the block."""
     if is_connect(spark):
-        previous = {key: spark.conf.get(key, None) for key in settings}
-        for key, value in settings.items():
-            spark.conf.set(key, value)
-        try:
-            yield spark
-        finally:
-            for key, value in previous.items():
-                if value is None:
-                    spark.conf.unset(key)
-                else:
-                    spark.conf.set(key, value)
+        with private_session(spark, {**ICEBERG_SQL_CONF, **settings}) as session:
+            yield session
         return
     session = spark.newSession()
     for row in spark.sql("SET").collect():

@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from pyspark.sql import DataFrame
 from pyspark.sql import types as T
 
-from spark_jobs.common.session import is_connect
+from spark_jobs.common.connect import is_connect
 
 
 def infer_json_schema(lines: DataFrame, options: Mapping[str, str]) -> T.StructType:

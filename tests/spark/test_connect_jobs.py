@@ -1,9 +1,10 @@
 """Jobs as clients of a Spark Connect server (tests/support/spark_connect.py: a stock server
 from the pinned pyspark whose Python workers cannot import the project).
 
-The job tests parametrized over both sessions (`job_runner`) live with the jobs; here: the
-shipping of the packages, the command line's contract over Connect, ingestion from files in
-its modes, and a client killed mid-job.
+The job tests parametrized over both sessions (`job_runner`) live with the jobs, the killed
+client with the killed spark-submits (test_killed_jobs.py); here: the shipping of the
+packages, the command line's contract over Connect, ingestion from files in its modes and
+from an object store Spark cannot read, and `make spark-connect` as the README uses it.
 """
 
 from __future__ import annotations
@@ -22,7 +23,6 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
-import pytest
 from pyspark.sql import SparkSession
 
 from icecore.catalog import SqlCatalog
@@ -45,7 +45,7 @@ from tests.support.spark_connect import (
 _SHIPPING = """\
 import sys
 from pyspark.sql import SparkSession
-from spark_jobs.common.session import ship_packages
+from spark_jobs.common.connect import ship_packages
 
 def tasks_import(batches):
     import icecore.spec.manifest  # what every job's tasks import
@@ -231,54 +231,6 @@ def test_json_on_an_object_store_spark_cannot_read(
         assert read[1] == read[0] and [r["n"] for r in read[1]] == [1, 2]
     finally:
         catalog.close()
-
-
-def test_a_killed_client_leaves_the_table_as_it_was(
-    spark: SparkSession,
-    catalog: SqlCatalog,
-    warehouse: Path,
-    spark_connect: SparkConnectServer,
-    duck: duckdb.DuckDBPyConnection,
-) -> None:
-    """SIGKILL of `python -m spark_jobs rewrite_data_files` while the server's tasks write:
-    the client commits, so the table keeps its metadata and rows (the tasks' files stay
-    behind, unreferenced), and the next run does the work."""
-    build(spark, catalog, 4, "bucket(2, id)", seed=31)
-    before = catalog.load_table(TABLE)
-    expected = rows(before, duck)
-    location = Path(before.metadata.location)
-    existing = _files(location)
-    args = ["--warehouse", str(warehouse), "--table", TABLE, "--rewrite-all"]
-    command, env = spark_connect.job_command("rewrite_data_files", args)
-    client = subprocess.Popen(
-        command, cwd=warehouse.parent, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        start_new_session=True,
-    )  # fmt: skip
-    deadline = time.monotonic() + 240
-    while not _files(location) - existing:  # the server's tasks have started writing
-        if client.poll() is not None:
-            _, err = client.communicate()
-            pytest.fail(f"the client ended before a file was written: {err.decode()[-3000:]}")
-        assert time.monotonic() < deadline, "nothing written in 240 s"
-        time.sleep(0.01)
-    os.killpg(client.pid, signal.SIGKILL)
-    client.communicate(timeout=60)
-    assert client.returncode == -signal.SIGKILL
-
-    after = catalog.load_table(TABLE)
-    assert after.metadata_location == before.metadata_location
-    assert rows(after, duck) == expected
-    assert _files(location) > existing
-
-    done = spark_connect.run_job("rewrite_data_files", args, cwd=warehouse.parent)
-    assert result_of(done)["added_data_files"] > 0
-    finished = catalog.load_table(TABLE)
-    assert finished.metadata.current_snapshot_id != before.metadata.current_snapshot_id
-    assert rows(finished, duck) == expected
-
-
-def _files(root: Path) -> set[Path]:
-    return {p for p in root.rglob("*") if p.is_file() and p.suffix in {".parquet", ".avro"}}
 
 
 def test_make_spark_connect_serves_a_job_as_the_readme_says(

@@ -166,9 +166,6 @@ def start_spark_connect(
         "spark.ui.enabled": "false",
         "spark.sql.shuffle.partitions": "2",
         "spark.pyspark.python": str(python),
-        # Spark 4.1 keeps each session's Python daemon until it stops (SPARK-54055): a test
-        # run opens a session per job, so its workers exit after each task.
-        "spark.python.worker.reuse": "false",
         **(settings or {}),
     }
     command = [
