@@ -228,6 +228,7 @@ def twin(server: SparkConnectServer, workdir: Path, scale: float) -> dict[str, A
         relocated_jackson,
     )
 
+    workdir.mkdir(parents=True, exist_ok=True)
     python = ROOT / ".cache" / "iceberg-java-venv" / "bin" / "python"
     if not python.is_file():
         raise SystemExit(f"{python} missing: see bench/iceberg_java_benchmark.py's docstring")
@@ -235,7 +236,7 @@ def twin(server: SparkConnectServer, workdir: Path, scale: float) -> dict[str, A
             jdbc_driver("sqlite")]  # fmt: skip
     shared = {"jars": [str(j) for j in jars], "db": str(workdir / "catalog.db"),
               "warehouse": str(workdir / "wh"), "workdir": str(workdir),
-              "rows": int(20_000_000 * scale)}  # fmt: skip
+              "rows": int(20_000_000 * scale), "twins": ["eq"]}  # fmt: skip
     log(f"building the twins with Iceberg Java ({shared['rows']:,} rows)")
     subprocess.run([str(python), str(ROOT / "bench" / "iceberg_java" / "java_side.py"), "build",
                     json.dumps(shared)], check=True)  # fmt: skip
