@@ -11,10 +11,11 @@ tests/support/spark_connect.py) against spark-submits on local[2]:
 - per-job wall times both ways on small tables: the position-delete rewrite and the
   conversion (its Spark route, `--driver-max-bytes 0`) on tables of three CDC batches, the
   expiry and the orphan removal (both small enough for the driver alone: no Spark at all over
-  Connect, a JVM start with spark-submit);
-- where a Connect run's seconds go: the client's imports, the session, the upload of the
-  packages, the session's first task (a Python worker started for it on the server) and a
-  later one;
+  Connect, a JVM start with spark-submit), and an ingestion of 1,000 rows from Parquet into a
+  new bucketed table;
+- where a Connect run's seconds go: the client's imports, the shared session and the upload
+  of the packages, a first and a later task in it, and what a session of a job's own costs
+  (its Python workers start cold: the compaction's Spark-shuffled writes use one);
 - with `--twin-scale`: issue 16's conversion bar warm, `convert_equality_deletes` over the
   warm server at most 0.15x `rewrite_data_files --rewrite-all` over the same server, on
   copies of Iceberg Java's equality-deleted twin (built by bench/iceberg_java_benchmark.py's
@@ -22,6 +23,7 @@ tests/support/spark_connect.py) against spark-submits on local[2]:
 
     .venv/bin/python bench/connect_benchmark.py                       # small tables only
     .venv/bin/python bench/connect_benchmark.py --twin-scale 0.05     # and the twin, 1M rows
+    .venv/bin/python bench/connect_benchmark.py --twin-scale 1 --twin-dir .cache/twin  # kept
 
 The last line of stdout is the JSON report (ratios measured in this run); progress goes to
 stderr. The exit status is 0 only when every bar measured is met and every table checked.
@@ -47,6 +49,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+import pyarrow as pa  # noqa: E402
+import pyarrow.parquet as pq  # noqa: E402
+
 from icecore.catalog import SqlCatalog  # noqa: E402
 from icecore.spec.manifest import FileContent  # noqa: E402
 from icecore.spec.schema import Schema  # noqa: E402
@@ -70,25 +75,30 @@ start = time.perf_counter()
 from spark_jobs.common import cli
 import spark_jobs.rewrite_data_files
 imported = time.perf_counter()
-from pyspark.sql import SparkSession
-session = SparkSession.builder.remote(sys.argv[1]).getOrCreate()
+from spark_jobs.common.connect import private_session, shared_session
+from spark_jobs.common.session import ICEBERG_SQL_CONF
+session = shared_session(sys.argv[1], ICEBERG_SQL_CONF)
 connected = time.perf_counter()
-from spark_jobs.common.connect import ship_packages
-ship_packages(session)
-shipped = time.perf_counter()
 
 def task(batches):
     import spark_jobs.rewrite_data_files.in_tasks
     yield from batches
 
-session.range(0, 2, 1, 2).mapInArrow(task, "id long").collect()
+def run(spark):
+    spark.range(0, 2, 1, 2).mapInArrow(task, "id long").collect()
+
+run(session)
 first = time.perf_counter()
-session.range(0, 2, 1, 2).mapInArrow(task, "id long").collect()
+run(session)
 second = time.perf_counter()
+with private_session(session, ICEBERG_SQL_CONF) as private:
+    opened = time.perf_counter()
+    run(private)
+    cold = time.perf_counter()
 session.stop()
-print(json.dumps({"imports_s": imported - start, "session_s": connected - imported,
-                  "upload_s": shipped - connected, "first_task_s": first - shipped,
-                  "later_task_s": second - first}))
+print(json.dumps({"imports_s": imported - start, "session_and_upload_s": connected - imported,
+                  "first_task_s": first - connected, "later_task_s": second - first,
+                  "private_session_s": opened - second, "private_first_task_s": cold - opened}))
 """
 
 
@@ -189,6 +199,10 @@ def per_job(runner: Runner, catalog: SqlCatalog) -> dict[str, Any]:
     }
     names = [f"{job}_{way}" for job in jobs for way in ("connect", "spark_submit")]
     delete_tables(catalog, names, seed=7)
+    source = runner.workdir / "batch.parquet"
+    pq.write_table(pa.table({"id": list(range(1000)), "v": [f"v{i}" for i in range(1000)]}),
+                   source)  # fmt: skip
+    jobs["ingest"] = ["--source", str(source), "--create", "--partition-by", "bucket(4, id)"]
     report = {}
     for job, args in jobs.items():
         seconds = {}
@@ -237,9 +251,16 @@ def twin(server: SparkConnectServer, workdir: Path, scale: float) -> dict[str, A
     shared = {"jars": [str(j) for j in jars], "db": str(workdir / "catalog.db"),
               "warehouse": str(workdir / "wh"), "workdir": str(workdir),
               "rows": int(20_000_000 * scale), "twins": ["eq"]}  # fmt: skip
-    log(f"building the twins with Iceberg Java ({shared['rows']:,} rows)")
-    subprocess.run([str(python), str(ROOT / "bench" / "iceberg_java" / "java_side.py"), "build",
-                    json.dumps(shared)], check=True)  # fmt: skip
+    built = workdir / f"catalog.db.built-{shared['rows']}"  # the jobs only add files
+    if built.is_file():
+        log(f"reusing the twins in {workdir}")
+    else:
+        shutil.rmtree(workdir / "wh", ignore_errors=True)
+        log(f"building the twins with Iceberg Java ({shared['rows']:,} rows)")
+        subprocess.run([str(python), str(ROOT / "bench" / "iceberg_java" / "java_side.py"),
+                        "build", json.dumps(shared)], check=True)  # fmt: skip
+        shutil.copyfile(workdir / "catalog.db", built)
+    shutil.copyfile(built, workdir / "catalog.db")
     env = clean_environment(SPARK_REMOTE=server.url)
     catalog_args = ["--catalog-uri", f"sqlite:///{workdir / 'catalog.db'}", "--catalog-name",
                     "lake"]  # fmt: skip
@@ -276,6 +297,7 @@ def main() -> int:
     parser.add_argument("--appends", type=int, default=15, help="one-row appends per table")
     parser.add_argument("--twin-scale", type=float, help="also the twin (1: 20M rows)")
     parser.add_argument("--workdir", type=Path, help="default: a temporary directory")
+    parser.add_argument("--twin-dir", type=Path, help="keep (and reuse) the twin here")
     args = parser.parse_args()
     workdir = (args.workdir or Path(tempfile.mkdtemp(prefix="connect-bench-"))).resolve()
     shutil.rmtree(workdir, ignore_errors=True)
@@ -297,7 +319,8 @@ def main() -> int:
         report["jobs"] = per_job(runner, catalog)
         catalog.close()
         if args.twin_scale:
-            report["conversion_warm"] = twin(server, workdir / "twin", args.twin_scale)
+            twin_dir = (args.twin_dir or workdir / "twin").resolve()
+            report["conversion_warm"] = twin(server, twin_dir, args.twin_scale)
             log(f"twin: {report['conversion_warm']}")
     report["load_average_at_end"] = os.getloadavg()[0]
     print(json.dumps(report))
