@@ -40,6 +40,14 @@ from pyspark.sql import types as T
 
 from icecore.catalog import SqlCatalog
 from icecore.spec.manifest import FileContent
+from icecore.spec.metadata_columns import POSITION_DELETE_SCHEMA
+from icecore.spec.properties import (
+    PARQUET_COMPRESSION,
+    PARQUET_DICT_SIZE_BYTES,
+    PARQUET_PAGE_SIZE_BYTES,
+    PARQUET_ROW_GROUP_SIZE_BYTES,
+    WRITE_TARGET_FILE_SIZE_BYTES,
+)
 from icecore.table import Table
 from spark_jobs.common.session import configure
 from spark_jobs.convert_equality_deletes import run as convert_equality_deletes
@@ -52,7 +60,7 @@ from spark_jobs.specs.jobs import (
     IngestOptions,
     RewriteDataFilesOptions,
 )
-from spark_jobs.writing.files import POSITION_DELETE_SCHEMA, FileSet, RunFiles
+from spark_jobs.writing.files import FileSet, RunFiles
 from spark_jobs.writing.layout import PartitionLayout
 
 TABLE = "bench.t"
@@ -61,17 +69,17 @@ COMMITS = 4
 # The baseline's Spark Parquet writer, told what the table's properties say (Iceberg's
 # property -> Spark's option, Iceberg's default).
 _SPARK_PARQUET_OPTIONS = {
-    "write.parquet.compression-codec": ("compression", "zstd"),
-    "write.parquet.row-group-size-bytes": ("parquet.block.size", str(128 * 1024 * 1024)),
-    "write.parquet.page-size-bytes": ("parquet.page.size", str(1024 * 1024)),
-    "write.parquet.dict-size-bytes": ("parquet.dictionary.page.size", str(2 * 1024 * 1024)),
+    PARQUET_COMPRESSION: "compression",
+    PARQUET_ROW_GROUP_SIZE_BYTES: "parquet.block.size",
+    PARQUET_PAGE_SIZE_BYTES: "parquet.page.size",
+    PARQUET_DICT_SIZE_BYTES: "parquet.dictionary.page.size",
 }
 
 
 def parquet_options(properties: dict[str, str]) -> dict[str, str]:
     options = {"mapreduce.fileoutputcommitter.marksuccessfuljobs": "false"}
-    for prop, (option, default) in _SPARK_PARQUET_OPTIONS.items():
-        options[option] = properties.get(prop, default).lower()
+    for prop, option in _SPARK_PARQUET_OPTIONS.items():
+        options[option] = str(prop.read(properties)).lower()
     return options
 
 
@@ -130,7 +138,7 @@ def _position_deletes(spark: SparkSession, table: Table) -> int:
 def build(spark: SparkSession, catalog: SqlCatalog, rows: int) -> dict[str, Any]:
     started = time.perf_counter()
     per_commit = rows // COMMITS
-    properties = {"write.target-file-size-bytes": str(16 * 1024 * 1024)}
+    properties = {WRITE_TARGET_FILE_SIZE_BYTES.name: str(16 * 1024 * 1024)}
     for n in range(COMMITS):
         ingest(
             spark,

@@ -33,7 +33,9 @@ from icecore.spec.manifest import DataFile, FileContent, FileFormat, ManifestWri
 from icecore.spec.manifest_list import ManifestContent, ManifestListWriter
 from icecore.spec.metadata import TableMetadata
 from icecore.spec.metadata_builder import MetadataBuilder, new_table_metadata
+from icecore.spec.metadata_columns import DELETE_FILE_PATH
 from icecore.spec.partitioning import PartitionField, PartitionSpec
+from icecore.spec.properties import FORMAT_VERSION
 from icecore.spec.schema import Schema
 from icecore.spec.snapshots import Operation, Snapshot, Summary
 from icecore.spec.transforms import parse_transform
@@ -43,7 +45,6 @@ SCHEMA = Schema(
     (NestedField(1, "id", LongType(), required=True), NestedField(2, "v", StringType()))
 )
 SPEC = PartitionSpec(0, (PartitionField(1, 1000, parse_transform("bucket[16]"), "id_bucket"),))
-DELETE_PATH_ID = 2147483546
 DVS_PER_PUFFIN = 1000
 
 
@@ -64,18 +65,18 @@ def _delete_file(location: str, target: DataFile, i: int, dv: bool) -> DataFile:
             content=FileContent.POSITION_DELETES, referenced_data_file=target.file_path,
             content_offset=4 + 60 * (i % DVS_PER_PUFFIN), content_size_in_bytes=60, spec_id=0,
         )  # fmt: skip
-    path = target.file_path.encode()
+    bounds = {DELETE_FILE_PATH.field_id: target.file_path.encode()}
     return DataFile(
         f"{location}/data/{i:07d}-deletes.parquet", FileFormat.PARQUET, target.partition, 10,
-        2_000, content=FileContent.POSITION_DELETES, lower_bounds={DELETE_PATH_ID: path},
-        upper_bounds={DELETE_PATH_ID: path}, referenced_data_file=target.file_path, spec_id=0,
+        2_000, content=FileContent.POSITION_DELETES, lower_bounds=bounds, upper_bounds=bounds,
+        referenced_data_file=target.file_path, spec_id=0,
     )  # fmt: skip
 
 
 def build(root: Path, scale: float, dv: bool) -> TableMetadata:
     io = FileIO()
     location = str(root / ("dv" if dv else "pos"))
-    metadata = new_table_metadata(SCHEMA, location, spec=SPEC, properties={"format-version": "3"})
+    metadata = new_table_metadata(SCHEMA, location, spec=SPEC, properties={FORMAT_VERSION: "3"})
     snapshot_id = 1
     data_count, delete_count = int(500_000 * scale), int(50_000 * scale)
     data_manifests, delete_manifests = max(1, int(1800 * scale)), max(1, int(200 * scale))

@@ -38,6 +38,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from icecore.catalog import SqlCatalog
+from icecore.spec.properties import PARQUET_COMPRESSION
 from spark_jobs.common.session import configure
 from spark_jobs.ingest import run as ingest
 from spark_jobs.specs.jobs import IngestOptions
@@ -75,7 +76,7 @@ def run(args: argparse.Namespace) -> dict[str, object]:
     spark.sparkContext.setLogLevel("ERROR")
     frame = dataframe(spark, args.rows)
     workdir = Path(args.workdir or tempfile.mkdtemp(prefix="ingest-bench-"))
-    properties = {"write.parquet.compression-codec": args.codec} if args.codec else {}
+    properties = {PARQUET_COMPRESSION.name: args.codec} if args.codec else {}
     counter = iter(range(1_000_000))
 
     def ours() -> float:

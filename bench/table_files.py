@@ -15,6 +15,7 @@ from typing import Any
 
 from icecore.spec.conversions import to_bytes
 from icecore.spec.manifest import DataFile, FileContent, FileFormat
+from icecore.spec.metadata_columns import DELETE_FILE_PATH, DELETE_FILE_POS
 from icecore.spec.partitioning import PartitionField, PartitionSpec
 from icecore.spec.schema import Schema
 from icecore.spec.transforms import parse_transform
@@ -37,8 +38,6 @@ FIRST_DAY = 19_723  # 2024-01-01
 MICROS_PER_DAY = 86_400_000_000
 ROW_GROUP_BYTES = 134_217_728
 
-DELETE_FILE_PATH_ID = 2147483546  # spec: reserved ids of the position delete columns
-DELETE_POS_ID = 2147483545
 
 SCHEMA = Schema(
     (
@@ -199,16 +198,21 @@ class FileFactory:
             record_count=rows,
             file_size_in_bytes=1_500 + rows * 3,
             content=FileContent.POSITION_DELETES,
-            column_sizes={DELETE_FILE_PATH_ID: 200 + rows // 50, DELETE_POS_ID: 50 + rows * 2},
-            value_counts={DELETE_FILE_PATH_ID: rows, DELETE_POS_ID: rows},
-            null_value_counts={DELETE_FILE_PATH_ID: 0, DELETE_POS_ID: 0},
+            column_sizes={
+                DELETE_FILE_PATH.field_id: 200 + rows // 50,
+                DELETE_FILE_POS.field_id: 50 + rows * 2,
+            },
+            value_counts={DELETE_FILE_PATH.field_id: rows, DELETE_FILE_POS.field_id: rows},
+            null_value_counts={DELETE_FILE_PATH.field_id: 0, DELETE_FILE_POS.field_id: 0},
             lower_bounds={
-                DELETE_FILE_PATH_ID: to_bytes(StringType(), lower),
-                DELETE_POS_ID: to_bytes(LongType(), first),
+                DELETE_FILE_PATH.field_id: to_bytes(StringType(), lower),
+                DELETE_FILE_POS.field_id: to_bytes(LongType(), first),
             },
             upper_bounds={
-                DELETE_FILE_PATH_ID: to_bytes(StringType(), upper),
-                DELETE_POS_ID: to_bytes(LongType(), first + rng.randrange(rows, 100_000)),
+                DELETE_FILE_PATH.field_id: to_bytes(StringType(), upper),
+                DELETE_FILE_POS.field_id: to_bytes(
+                    LongType(), first + rng.randrange(rows, 100_000)
+                ),
             },
             split_offsets=[4],
         )

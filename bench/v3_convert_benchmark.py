@@ -32,6 +32,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from icecore.catalog import SqlCatalog
+from icecore.spec.properties import FORMAT_VERSION, WRITE_TARGET_FILE_SIZE_BYTES
 from spark_jobs.common.session import configure
 from spark_jobs.convert_equality_deletes import run as convert_equality_deletes
 from spark_jobs.ingest import run as ingest
@@ -49,7 +50,7 @@ def _log(message: str) -> None:
 def build(spark: SparkSession, catalog: SqlCatalog, rows: int, batches: int) -> dict[str, Any]:
     started = time.perf_counter()
     per_append = rows // APPENDS
-    properties = {"format-version": "3", "write.target-file-size-bytes": str(16 * 1024 * 1024)}
+    properties = {FORMAT_VERSION: "3", WRITE_TARGET_FILE_SIZE_BYTES.name: str(16 * 1024 * 1024)}
     for n in range(APPENDS):
         options = IngestOptions(
             table=TABLE, create=True, partition_by="bucket(8, id)", properties=properties

@@ -11,17 +11,17 @@ bounds that tie a position delete to one data file. Memory holds one aggregate p
 plus one small record per live delete file (as scan planning holds its delete index), never
 a list of the table's data files.
 
-Small files: data files below `small_file_fraction` (default 0.75) x
-`write.target-file-size-bytes` (default 512 MiB). 0.75 is Amoro's
-`self-optimizing.min-target-size-ratio`: a file at three quarters of the target is already
-worth leaving alone, one below it is a candidate for bin-packing.
+Small files: data files below `small_file_fraction` x `write.target-file-size-bytes` (default
+512 MiB); the fraction defaults to the compaction planner's 0.75
+(`icecore.actions.file_sizes.MIN_FRACTION`, also Amoro's `self-optimizing.min-target-size-ratio`):
+a file at three quarters of the target is already worth leaving alone, one below it is a
+candidate for bin-packing.
 
 Dangling deletes are delete files that scan planning (icecore.scan.delete_index, the spec's "Scan
 Planning" rules) would pair with no live data file of the snapshot: readers still open them,
 to no effect, and only a rewrite removes them. A delete file is dangling when:
-- position delete naming one data file (`referenced_data_file`, or equal `file_path` bounds
-  as Iceberg's writers produce): that file is not live with a data sequence number <= the
-  delete's;
+- position delete naming one data file (`icecore.spec.delete_targets`): that file is not live
+  with a data sequence number <= the delete's;
 - other position delete: no live data file of the same spec and partition has a data sequence
   number <= the delete's and a path within the delete's `file_path` bounds;
 - equality delete: no live data file of the same spec and partition (any partition, when the
@@ -41,25 +41,25 @@ from __future__ import annotations
 import time
 from bisect import bisect_left
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from icecore.actions.file_sizes import MIN_FRACTION
 from icecore.errors import ValidationError
 from icecore.io import FileIO
 from icecore.scan import snapshot_manifests
-from icecore.scan.delete_index import DELETE_FILE_PATH_ID
+from icecore.spec.delete_targets import path_bounds, referenced_data_file, within_bounds
 from icecore.spec.manifest import DataFile, FileContent, ManifestEntry, read_manifest
 from icecore.spec.manifest_list import ManifestContent, ManifestFile
 from icecore.spec.metadata import TableMetadata
+from icecore.spec.properties import WRITE_TARGET_FILE_SIZE_BYTES
 from icecore.spec.snapshots import Snapshot
 
-TARGET_FILE_SIZE = ("write.target-file-size-bytes", 512 * 1024 * 1024)
 _MIB = 1024 * 1024
 # Upper bounds of the data-file size histogram (the last bucket holds everything larger): the
 # sizes a reader pays an open for, from the tiny files of streaming writers to the target.
 SIZE_BUCKETS = (1 * _MIB, 8 * _MIB, 32 * _MIB, 128 * _MIB, 512 * _MIB)
-DEFAULT_SMALL_FILE_FRACTION = 0.75
 
 PartitionKey = tuple[int, tuple[Any, ...]]  # (spec id, partition tuple)
 
@@ -86,6 +86,10 @@ class FileStats:
 
     def to_dict(self) -> dict[str, int]:
         return {"files": self.files, "bytes": self.bytes, "records": self.records}
+
+    @classmethod
+    def from_dict(cls, values: Mapping[str, int]) -> FileStats:
+        return cls(values["files"], values["bytes"], values["records"])
 
 
 @dataclass
@@ -138,6 +142,11 @@ class FileHealth:
         out["dangling_delete_files"] = self.dangling_delete_files
         return out
 
+    @classmethod
+    def from_dict(cls, values: Mapping[str, Any]) -> FileHealth:
+        """The counters back from `to_dict()` (the derived figures are recomputed)."""
+        return cls(**_stats_from_dict(values))
+
 
 _STATS = (
     "data",
@@ -167,6 +176,17 @@ class PartitionHealth(FileHealth):
             "partition": dict(self.values),
             **super().to_dict(),
         }
+
+    @classmethod
+    def from_dict(cls, values: Mapping[str, Any]) -> PartitionHealth:
+        """Back from `to_dict()`; the partition tuple is not in it (its values may not be
+        JSON), so `partition` is empty: `path` and `values` name the partition."""
+        return cls(
+            spec_id=values["spec_id"],
+            path=values["path"],
+            values=dict(values["partition"]),
+            **_stats_from_dict(values),
+        )
 
 
 @dataclass
@@ -226,10 +246,40 @@ class HealthReport:
             "size_histogram": self.size_histogram_bounds(),
         }
 
+    @classmethod
+    def from_dict(
+        cls, values: Mapping[str, Any], computed_at_ms: int | None = None
+    ) -> HealthReport:
+        """A report back from `to_dict()` (a cache, an XCom). `computed_at_ms` re-dates it, so
+        snapshot ages count from then rather than from when it was computed; partition tuples
+        come back empty (see `PartitionHealth.from_dict`)."""
+        histogram = [files for _, files in values.get("size_histogram") or ()]
+        return cls(
+            table=values["table"],
+            snapshot_id=values["snapshot_id"],
+            sequence_number=values["sequence_number"],
+            computed_at_ms=values["computed_at_ms"] if computed_at_ms is None else computed_at_ms,
+            target_file_size_bytes=values["target_file_size_bytes"],
+            small_file_threshold_bytes=values["small_file_threshold_bytes"],
+            snapshot_count=values["snapshot_count"],
+            oldest_snapshot_ms=values["oldest_snapshot_ms"],
+            newest_snapshot_ms=values["newest_snapshot_ms"],
+            data_manifests=values["data_manifests"],
+            delete_manifests=values["delete_manifests"],
+            totals=FileHealth.from_dict(values["totals"]),
+            partitions=[PartitionHealth.from_dict(p) for p in values["partitions"]],
+            format_version=values["format_version"],
+            size_histogram=histogram or [0] * (len(SIZE_BUCKETS) + 1),
+        )
+
     def size_histogram_bounds(self) -> list[list[int | None]]:
         """`[[upper bound in bytes, files], ...]`, the last bound None (no upper bound)."""
         bounds: list[int | None] = [*SIZE_BUCKETS, None]
         return [[b, n] for b, n in zip(bounds, self.size_histogram, strict=True)]
+
+
+def _stats_from_dict(values: Mapping[str, Any]) -> dict[str, FileStats]:
+    return {name: FileStats.from_dict(values[name]) for name in _STATS}
 
 
 def _age(now_ms: int, timestamp_ms: int | None) -> int | None:
@@ -243,7 +293,7 @@ def table_health(
     name: str | None = None,
     snapshot_id: int | None = None,
     ref: str | None = None,
-    small_file_fraction: float = DEFAULT_SMALL_FILE_FRACTION,
+    small_file_fraction: float = MIN_FRACTION,
     target_file_size_bytes: int | None = None,
     now_ms: int | None = None,
 ) -> HealthReport:
@@ -262,7 +312,7 @@ def table_health(
         snapshot = metadata.snapshot_for_ref(ref)
     else:
         snapshot = metadata.current_snapshot()
-    target = target_file_size_bytes or metadata.property_as_int(*TARGET_FILE_SIZE)
+    target = target_file_size_bytes or WRITE_TARGET_FILE_SIZE_BYTES.read(metadata.properties)
     if target <= 0:
         raise ValidationError(f"target file size must be positive, got {target}")
     threshold = int(target * small_file_fraction)
@@ -324,7 +374,6 @@ class _PendingDelete:
     key: PartitionKey
     sequence_number: int
     delete_file: DataFile
-    path_bounds: tuple[bytes | None, bytes | None] = (None, None)
 
 
 class _Accumulator:
@@ -367,16 +416,12 @@ class _Accumulator:
             health.deletion_vectors.add(delete_file)
         else:
             health.position_deletes.add(delete_file)
-        lower, upper = _path_bounds(delete_file)
-        target = delete_file.referenced_data_file or None  # DuckDB writes "" for none
-        if target is None and lower is not None and lower == upper:
-            target = lower.decode("utf-8")
+        target = referenced_data_file(delete_file)
         if target is not None:
             self._by_path[target].append(pending)
-        elif lower is None and upper is None:
+        elif path_bounds(delete_file) == (None, None):
             self._pos_partition.append(pending)
         else:
-            pending.path_bounds = (lower, upper)
             self._pos_ranges[key].append(pending)
 
     def add_data(self, entry: ManifestEntry) -> None:
@@ -461,17 +506,6 @@ def _sequence_number(entry: ManifestEntry) -> int:
     return entry.sequence_number
 
 
-def _path_bounds(delete_file: DataFile) -> tuple[bytes | None, bytes | None]:
-    lower = (delete_file.lower_bounds or {}).get(DELETE_FILE_PATH_ID)
-    upper = (delete_file.upper_bounds or {}).get(DELETE_FILE_PATH_ID)
-    return lower, upper
-
-
 def _in_range(d: _PendingDelete, path: bytes, seq: int) -> bool:
     """Whether the path-range position delete `d` applies to a data file at `path`, `seq`."""
-    lower, upper = d.path_bounds
-    return (
-        seq <= d.sequence_number
-        and (lower is None or lower <= path)
-        and (upper is None or path <= upper)
-    )
+    return seq <= d.sequence_number and within_bounds(d.delete_file, path)

@@ -13,6 +13,7 @@ from icecore.commit.append import FastAppend, MergeAppend
 from icecore.commit.delete import DeleteFiles
 from icecore.commit.overwrite import OverwriteFiles, ReplacePartitions
 from icecore.commit.rewrite import RewriteFiles
+from icecore.commit.rewrite_manifests import RewriteManifests
 from icecore.commit.row_delta import RowDelta
 from icecore.errors import ValidationError
 from icecore.health import HealthReport, table_health
@@ -102,6 +103,10 @@ class Table:
 
     def new_delete(self, branch: str = MAIN_BRANCH) -> DeleteFiles:
         return DeleteFiles(self, branch)
+
+    def rewrite_manifests(self, branch: str = MAIN_BRANCH) -> RewriteManifests:
+        """Replace manifests by others listing the same files (Java's `rewriteManifests`)."""
+        return RewriteManifests(self, branch)
 
     # Metadata-only updates (icecore.updates); each is committed with `.commit()`.
 

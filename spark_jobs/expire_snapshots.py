@@ -40,11 +40,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from icecore.catalog import Catalog
-from icecore.catalog.base import DELETE_AFTER_COMMIT
 from icecore.catalog.locations import TableDirectories, catalog_directories
 from icecore.io import FileIO
 from icecore.spec.metadata import TableMetadata
 from icecore.spec.metadata_builder import now_ms as current_time_ms
+from icecore.spec.properties import METADATA_DELETE_AFTER_COMMIT_ENABLED
 from icecore.table import Table
 from icecore.updates import ExpirationResult, ExpireSnapshots, UnreachableFiles
 from spark_jobs.common.errors import JobError
@@ -93,7 +93,7 @@ def _check_floor(
 
 def _old_metadata_deleted(io: FileIO, before: TableMetadata, after: TableMetadata) -> int:
     """Metadata files the commit's catalog deleted (delete-after-commit)."""
-    if not after.property_as_bool(DELETE_AFTER_COMMIT, False):
+    if not METADATA_DELETE_AFTER_COMMIT_ENABLED.read(after.properties):
         return 0
     previous = {e.metadata_file for e in before.metadata_log}
     previous.add(before.metadata_location or "")

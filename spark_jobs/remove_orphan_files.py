@@ -60,6 +60,7 @@ from icecore.catalog.locations import TableDirectories, catalog_directories, is_
 from icecore.errors import FileError
 from icecore.io import FileIO
 from icecore.spec.metadata_builder import now_ms as current_time_ms
+from icecore.spec.properties import GC_ENABLED
 from spark_jobs.common.errors import JobError
 from spark_jobs.common.session import SessionSource
 from spark_jobs.files.deletion import delete_files
@@ -100,7 +101,7 @@ def run(
         equal_authorities=dict(options.equal_authorities),
     )
     table = catalog.load_table(options.table)
-    if not table.metadata.property_as_bool("gc.enabled", True):
+    if not GC_ENABLED.read(table.metadata.properties):
         raise JobError(
             f"cannot remove orphan files of {table.name}: gc.enabled is false (its files may "
             "be shared with other tables)"

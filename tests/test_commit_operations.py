@@ -223,6 +223,19 @@ def test_rewrite_with_the_starting_sequence_number(t: CatalogTable) -> None:
     assert [r["v"] for r in rows(t.table)] == [2, 3, 10, 11]
 
 
+def test_an_empty_referenced_data_file_names_no_file(t: CatalogTable) -> None:
+    """Some DuckDB releases wrote `referenced_data_file` as "" for "none": the delete is then
+    scoped by its `file_path` bounds, committed without asking for a data file named "", and
+    dropped with the one data file its bounds name."""
+    deletes = t.position_deletes([(t["a1"].file_path, 0)], referenced_data_file="")
+    t.table.new_row_delta().add_deletes(deletes).commit()
+    assert [r["id"] for r in rows(t.table)] == [2, 3, 10, 11]
+    compacted = t.data([{"id": 2, "cat": "a", "v": 2}], name="ac")
+    t.table.new_rewrite().rewrite_files([t["a1"]], [compacted]).commit()
+    assert summary(t, "removed-position-delete-files", "total-delete-files") == ("1", "0")
+    assert [r["id"] for r in rows(t.table)] == [2, 3, 10, 11]
+
+
 def test_rewrite_checks_its_own_shape(t: CatalogTable) -> None:
     more = t.data([{"id": 1, "cat": "a"}, {"id": 2, "cat": "a"}, {"id": 99, "cat": "a"}])
     with pytest.raises(ValidationError, match="3 added records > 2 replaced"):

@@ -297,6 +297,22 @@ def test_snapshot_ages_and_json_form(scenario: Scenario) -> None:
     assert as_dict["partitions"][1]["delete_ratio"] == 0.5
 
 
+def test_a_report_comes_back_from_its_json_form(scenario: Scenario) -> None:
+    """The fleet caches reports as JSON: what comes back holds every figure the decisions
+    read, and a new date ages its snapshots from then."""
+    s = scenario.snapshots
+    report = health(scenario.table, now_ms=s[-1].timestamp_ms + 60_000)
+    stored = json.loads(json.dumps(report.to_dict()))
+
+    back = HealthReport.from_dict(stored)
+    assert back.to_dict() == report.to_dict()
+    assert back.totals == report.totals and back.size_histogram == report.size_histogram
+    assert [p.path for p in back.partitions] == [p.path for p in report.partitions]
+    assert back.partition("category=a").dangling_position_deletes.files == 2
+    later = HealthReport.from_dict(stored, computed_at_ms=s[-1].timestamp_ms + 120_000)
+    assert later.newest_snapshot_age_ms == 120_000
+
+
 def test_small_file_fraction_and_target_override(scenario: Scenario) -> None:
     everything_small = health(scenario.table, target_file_size_bytes=10**9)
     assert everything_small.totals.small_data.files == 5

@@ -9,12 +9,14 @@ the network (see `tests.support.duckdb`).
 from __future__ import annotations
 
 import datetime as dt
+import uuid
 from pathlib import Path
 from typing import Any
 
 import duckdb
 import pytest
 
+from icecore.catalog import load_catalog
 from icecore.scan import snapshot_manifests
 from icecore.spec.manifest import EntryStatus, FileContent, read_manifest
 from icecore.spec.types import (
@@ -25,8 +27,13 @@ from icecore.spec.types import (
     TimestamptzType,
     TimeType,
 )
-from tests.support.duckdb import duck_connection  # noqa: F401 - provides the `duck` fixture
+from tests.support.duckdb import (
+    attach_rest,
+    connect,
+    duck_connection,  # noqa: F401 - provides the `duck` fixture
+)
 from tests.support.reader import scan_rows
+from tests.support.rest_catalog import RestCatalogServer
 from tests.support.samples import (
     ALL_TYPES,
     ALL_TYPES_ROWS,
@@ -241,3 +248,46 @@ def test_partition_scoped_equality_delete_stays_in_its_partition(
 
     assert [(r["id"], r["category"]) for r in scan_rows(table.io, table.metadata)] == [(5, "y")]
     assert duck.execute(f"SELECT id, category FROM {scan_sql(table)}").fetchall() == [(5, "y")]
+
+
+def test_a_file_scoped_delete_duckdb_wrote_is_dropped_with_its_data_file(
+    rest_catalog_server: RestCatalogServer,
+) -> None:
+    """DuckDB scopes each position delete file to one data file but keys the `file_path`
+    bounds by `_file`'s id in its manifests: planning pairs each delete with its own data file
+    only, and a commit removing that data file drops the delete with it (it would otherwise
+    stay live for good, opened by every reader of the partition)."""
+    server = rest_catalog_server
+    duck = connect()
+    attach_rest(duck, server)
+    namespace = f"duck_{uuid.uuid4().hex[:8]}"
+    name = f"{namespace}.t"
+    duck.execute(f"CREATE SCHEMA lake.{namespace}")
+    duck.execute(f"CREATE TABLE lake.{name} (id BIGINT, v VARCHAR)")
+    for start in (0, 100):
+        duck.execute(
+            f"INSERT INTO lake.{name} SELECT range, 'v' FROM range({start}, {start + 100})"
+        )
+    duck.execute(f"DELETE FROM lake.{name} WHERE id % 10 = 1")
+
+    catalog = load_catalog("lake", server.properties())
+    table = catalog.load_table(name)
+    tasks = list(table.scan(include_metrics=True).plan_files())
+    assert len(tasks) == 2 and all(len(t.deletes) == 1 for t in tasks)
+    assert len({t.deletes[0].file_path for t in tasks}) == 2
+    assert table.health().totals.position_deletes.files == 2
+    first = next(t.file for t in tasks if t.file.upper_bounds[1] == (99).to_bytes(8, "little"))
+
+    table.new_delete().delete_file(first).commit()
+    table = catalog.load_table(name)
+    scan = table.scan()
+    (left,) = scan.plan_files()
+    assert [d.file_path for d, _ in scan.planned_deletes()] == [left.deletes[0].file_path]
+    health = table.health()
+    assert health.totals.position_deletes.files == 1 and health.totals.dangling_delete_files == 0
+    duck.execute("DETACH lake")
+    attach_rest(duck, server)
+    expected = [(i,) for i in range(100, 200) if i % 10 != 1]
+    assert duck.execute(f"SELECT id FROM lake.{name} ORDER BY id").fetchall() == expected
+    duck.close()
+    catalog.close()

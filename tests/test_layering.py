@@ -6,7 +6,9 @@ the other layer is not installed (Airflow workers have no pyspark; executors no 
 from __future__ import annotations
 
 import ast
+import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -58,6 +60,59 @@ def test_layer_imports_only_what_it_may(layer: str) -> None:
         for path in files
     }
     assert {path: found for path, found in crossings.items() if found} == {}
+
+
+# Imported in a fresh interpreter where these packages cannot be imported at all: what an
+# Airflow worker (no Spark) and an executor (no Airflow) are, so an import made indirectly, by
+# a third-party module or at run time, fails too.
+_IMPORT_EVERY_MODULE = textwrap.dedent(
+    """
+    import importlib, pkgutil, sys
+
+    class Blocked:
+        def find_spec(self, name, path=None, target=None):
+            if name.split(".")[0] in set(sys.argv[2].split(",")):
+                raise ImportError(f"{name} may not be imported here")
+            return None
+
+    sys.meta_path.insert(0, Blocked())
+    package = importlib.import_module(sys.argv[1])
+    for found in pkgutil.walk_packages(package.__path__, package.__name__ + "."):
+        importlib.import_module(found.name)
+    print(sorted(m for m in sys.modules if m.startswith(package.__name__ + ".")))
+    """
+)
+
+
+def test_icecore_imports_without_spark_or_airflow() -> None:
+    """Every icecore module, the engine-neutral planners and readers moved out of the jobs
+    included, imports with neither Spark (nor its pandas UDF machinery) nor Airflow."""
+    blocked = ",".join(sorted(FORBIDDEN["icecore"]))
+    done = subprocess.run(
+        [sys.executable, "-c", _IMPORT_EVERY_MODULE, "icecore", blocked],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    imported = set(ast.literal_eval(done.stdout.strip().splitlines()[-1]))
+    planners = {"icecore.actions.rewrite_data_files", "icecore.actions.committing"}
+    readers = {"icecore.data.live_batches", "icecore.data.metrics"}
+    assert planners | readers <= imported
+
+
+def test_the_import_check_refuses_a_blocked_package() -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", _IMPORT_EVERY_MODULE, "spark_jobs", "pyspark"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert (
+        done.returncode != 0 and "pyspark" in done.stderr and "may not be imported" in done.stderr
+    )
 
 
 def test_a_crossing_is_seen_inside_a_function(tmp_path: Path) -> None:

@@ -1,4 +1,4 @@
-"""The in-task reader of a compaction (`spark_jobs.reading.live_batches`), on real Parquet
+"""The in-task reader of a compaction (`icecore.data.live_batches`), on real Parquet
 files: every delete rule against a model computed from the rows themselves.
 
 The job-level compaction tests cover the common shapes (CDC tables with one key column); these
@@ -20,10 +20,23 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from icecore.actions.rewrite_data_files import FileGroup
 from icecore.data.arrow_schema import arrow_schema
+from icecore.data.live_batches import (
+    EQUALITY,
+    POSITION,
+    DataRef,
+    DeleteRef,
+    LiveBatches,
+)
 from icecore.io import FileIO
 from icecore.scan import FileScanTask
 from icecore.spec.manifest import DataFile, FileContent, FileFormat
+from icecore.spec.metadata_columns import (
+    LAST_UPDATED_SEQUENCE_NUMBER,
+    POSITION_DELETE_SCHEMA,
+    ROW_ID,
+)
 from icecore.spec.schema import Schema
 from icecore.spec.types import (
     IntegerType,
@@ -34,16 +47,7 @@ from icecore.spec.types import (
     UUIDType,
 )
 from spark_jobs.common.errors import JobError
-from spark_jobs.reading.live_batches import (
-    EQUALITY,
-    POSITION,
-    DataRef,
-    DeleteRef,
-    LiveBatches,
-)
 from spark_jobs.rewrite_data_files.in_tasks import _prefetched, rewrite_in_tasks
-from spark_jobs.rewrite_data_files.plan import FileGroup
-from spark_jobs.writing.files import LAST_UPDATED_SEQUENCE_NUMBER, POSITION_DELETE_SCHEMA, ROW_ID
 
 FIELDS = [
     NestedField(1, "id", LongType(), required=True),

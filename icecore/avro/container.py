@@ -22,6 +22,7 @@ from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 import fastavro
+import fastavro.write
 
 from icecore.avro.decoder import Decoder, compile_decoder, read_bytes, read_long
 from icecore.avro.schema import FIELD_ID
@@ -161,6 +162,32 @@ def write_avro(
     data = buffer.getvalue()
     io.write_bytes(location, data)
     return len(data)
+
+
+class AvroStream:
+    """An Avro container encoded in memory as its records come: what a writer that starts a
+    new file at a size needs to know is the bytes so far (`length`)."""
+
+    def __init__(self, schema: AvroSchema, *, metadata: Mapping[str, str], codec: str) -> None:
+        self._buffer = _io.BytesIO()
+        self._writer = fastavro.write.Writer(
+            self._buffer, fastavro.parse_schema(schema), codec, metadata=dict(metadata)
+        )
+
+    def write(self, record: dict[str, Any]) -> None:
+        self._writer.write(record)
+
+    def length(self, *, flush: bool = False) -> int:
+        """The header and the blocks encoded so far (records of the block being filled are
+        not counted, as in Java's `length()`); `flush` ends that block first."""
+        if flush:
+            self._writer.flush()
+        return self._buffer.tell()
+
+    def finish(self) -> bytes:
+        """The whole container; nothing may be written afterwards."""
+        self._writer.flush()
+        return self._buffer.getvalue()
 
 
 # Schema rewriting --------------------------------------------------------------------------

@@ -29,10 +29,6 @@ LOG = logging.getLogger(__name__)
 
 WAREHOUSE = "warehouse"
 LOCATION = "location"  # namespace property: where its tables go by default
-METADATA_PATH = "write.metadata.path"
-METADATA_COMPRESSION = "write.metadata.compression-codec"
-DELETE_AFTER_COMMIT = "write.metadata.delete-after-commit.enabled"
-GC_ENABLED = "gc.enabled"
 
 Identifier = tuple[str, ...]
 

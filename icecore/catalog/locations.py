@@ -9,9 +9,8 @@ directories, or it deletes another table's files. Iceberg Java's procedures do n
 icecore does:
 
 - `TableDirectories` are the trees a table writes into: its location, its data directory
-  (`write.data.path`, or the deprecated object- and folder-storage paths) and its metadata
-  directory (`write.metadata.path`), each `<location>/data` and `<location>/metadata` by
-  default.
+  and its metadata directory, as `icecore.location_provider` places them (`write.data.path`
+  and `write.metadata.path`, else `<location>/data` and `<location>/metadata`).
 - `catalog_directories` lists a catalog once (every table, and with a SQL catalog the tables
   of the other catalog names in the same database) and reads the tables' metadata in
   parallel: one metadata read per table, whatever the number of files checked later.
@@ -36,15 +35,12 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from icecore.errors import IcecoreError
+from icecore.location_provider import data_location, metadata_directory, strip_trailing_slash
 
 if TYPE_CHECKING:
     from icecore.catalog.base import Catalog
     from icecore.io import FileIO
 
-DATA_PATH = "write.data.path"
-METADATA_PATH = "write.metadata.path"
-# Deprecated spellings of the data path that Iceberg Java still honours, in its order.
-LEGACY_DATA_PATHS = ("write.object-storage.path", "write.folder-storage.path")
 DEFAULT_THREADS = 16
 
 _SLASHES = re.compile(r"/{2,}")
@@ -146,14 +142,10 @@ class TableDirectories:
         metadata_location: str | None = None,
     ) -> TableDirectories:
         """The trees of a table at `location` with table `properties`."""
-        location = location.rstrip("/")
-        data = properties.get(DATA_PATH) or next(
-            (properties[p] for p in LEGACY_DATA_PATHS if properties.get(p)), f"{location}/data"
-        )
-        metadata = properties.get(METADATA_PATH) or f"{location}/metadata"
-        return cls(
-            name, location, str(data).rstrip("/"), str(metadata).rstrip("/"), metadata_location
-        )
+        location = strip_trailing_slash(location)
+        data = data_location(location, properties)
+        metadata = metadata_directory(location, properties)
+        return cls(name, location, data, metadata, metadata_location)
 
     @classmethod
     def from_metadata_json(

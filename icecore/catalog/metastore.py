@@ -17,11 +17,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import replace
 
 from icecore.catalog.base import (
-    DELETE_AFTER_COMMIT,
-    GC_ENABLED,
     LOCATION,
-    METADATA_COMPRESSION,
-    METADATA_PATH,
     WAREHOUSE,
     Catalog,
     Identifier,
@@ -39,9 +35,15 @@ from icecore.errors import (
     NoSuchNamespaceError,
     ValidationError,
 )
+from icecore.location_provider import metadata_file_location
 from icecore.spec.metadata import TableMetadata, read_table_metadata, write_table_metadata
 from icecore.spec.metadata_builder import new_table_metadata
 from icecore.spec.partitioning import UNPARTITIONED, PartitionSpec
+from icecore.spec.properties import (
+    GC_ENABLED,
+    METADATA_COMPRESSION,
+    METADATA_DELETE_AFTER_COMMIT_ENABLED,
+)
 from icecore.spec.schema import Schema
 from icecore.spec.sorting import UNSORTED, SortOrder
 from icecore.table import Table
@@ -66,12 +68,11 @@ def metadata_version(location: str | None) -> int:
 def new_metadata_location(metadata: TableMetadata, version: int) -> str:
     """`<location>/metadata/NNNNN-<uuid>.metadata.json`, honouring `write.metadata.path` and
     gzip compression as Java's `BaseMetastoreTableOperations` names them."""
-    directory = metadata.properties.get(METADATA_PATH, f"{metadata.location}/metadata")
-    codec = metadata.properties.get(METADATA_COMPRESSION, "none").lower()
+    codec = str(METADATA_COMPRESSION.read(metadata.properties)).lower()
     if codec not in ("none", "gzip"):
-        raise CatalogError(f"{METADATA_COMPRESSION} must be 'none' or 'gzip', got {codec!r}")
+        raise CatalogError(f"{METADATA_COMPRESSION.name} must be 'none' or 'gzip', got {codec!r}")
     suffix = ".gz.metadata.json" if codec == "gzip" else ".metadata.json"
-    return f"{directory.rstrip('/')}/{version:05d}-{uuid.uuid4()}{suffix}"
+    return metadata_file_location(metadata, f"{version:05d}-{uuid.uuid4()}{suffix}")
 
 
 class MetastoreCatalog(Catalog):
@@ -213,7 +214,7 @@ class MetastoreCatalog(Catalog):
         fell off the log. The commit has happened: nothing here may raise, failures only
         cost storage."""
         try:
-            enabled = committed.property_as_bool(DELETE_AFTER_COMMIT, False)
+            enabled = METADATA_DELETE_AFTER_COMMIT_ENABLED.read(committed.properties)
         except ValidationError as exc:
             LOG.warning("%s; old metadata files are kept", exc)
             return
@@ -243,7 +244,7 @@ class MetastoreCatalog(Catalog):
             except FileError as exc:
                 # Java's rule: a table whose metadata is gone can still be dropped.
                 LOG.warning("dropping %s without purge: %s", ".".join(ident), exc)
-        with_data = metadata is not None and metadata.property_as_bool(GC_ENABLED, True)
+        with_data = metadata is not None and GC_ENABLED.read(metadata.properties)
         self._drop_table_row(ident)
         if metadata is None:
             return

@@ -27,8 +27,8 @@ from icecore.commit.row_filter import RowFilterMatcher
 from icecore.errors import CommitConflictError, ValidationError
 from icecore.expressions import AlwaysFalse, BooleanExpression, Or
 from icecore.expressions.pruning import ManifestEvaluator
-from icecore.scan.delete_index import DELETE_FILE_PATH_ID
 from icecore.spec.conversions import decoder
+from icecore.spec.delete_targets import referenced_data_file
 from icecore.spec.manifest import DataFile, FileContent, ManifestEntry, content_key, read_manifest
 from icecore.spec.manifest_list import ManifestContent, ManifestFile, PartitionFieldSummary
 from icecore.spec.metadata import TableMetadata
@@ -247,17 +247,6 @@ class _Scope:
         if len(ranges) != len(partition_type.fields):
             return True
         return any(all(r.admits(v) for r, v in zip(ranges, p, strict=True)) for p in candidates)
-
-
-def referenced_data_file(delete_file: DataFile) -> str | None:
-    """The one data file a position delete file applies to, when it is file-scoped."""
-    if delete_file.referenced_data_file is not None:
-        return delete_file.referenced_data_file
-    lower = (delete_file.lower_bounds or {}).get(DELETE_FILE_PATH_ID)
-    upper = (delete_file.upper_bounds or {}).get(DELETE_FILE_PATH_ID)
-    if lower is not None and lower == upper:
-        return lower.decode("utf-8")
-    return None
 
 
 @dataclass(frozen=True)

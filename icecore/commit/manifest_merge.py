@@ -21,13 +21,14 @@ from typing import TYPE_CHECKING
 from icecore.spec.manifest import EntryStatus, read_manifest
 from icecore.spec.manifest_list import ManifestFile
 from icecore.spec.metadata import TableMetadata
+from icecore.spec.properties import (
+    MANIFEST_MERGE_ENABLED,
+    MANIFEST_MIN_MERGE_COUNT,
+    MANIFEST_TARGET_SIZE_BYTES,
+)
 
 if TYPE_CHECKING:
     from icecore.commit.producer import SnapshotProducer
-
-TARGET_SIZE_BYTES = ("commit.manifest.target-size-bytes", 8 * 1024 * 1024)
-MIN_COUNT_TO_MERGE = ("commit.manifest.min-count-to-merge", 100)
-MERGE_ENABLED = ("commit.manifest-merge.enabled", True)
 
 
 def pack_end(
@@ -61,11 +62,11 @@ class ManifestMerger:
     def merge(self, base: TableMetadata, manifests: list[ManifestFile]) -> list[ManifestFile]:
         """`manifests` (new ones first) after merging; the order of their contents is kept."""
         self.replaced_count = 0
-        enabled = base.property_as_bool(*MERGE_ENABLED)
+        enabled = MANIFEST_MERGE_ENABLED.read(base.properties)
         if not enabled or not manifests:
             return manifests
-        target = base.property_as_int(*TARGET_SIZE_BYTES)
-        min_count = base.property_as_int(*MIN_COUNT_TO_MERGE)
+        target = MANIFEST_TARGET_SIZE_BYTES.read(base.properties)
+        min_count = MANIFEST_MIN_MERGE_COUNT.read(base.properties)
         first = manifests[0].manifest_path
         groups: dict[int, list[ManifestFile]] = {}
         for m in manifests:

@@ -23,11 +23,13 @@ from typing import TYPE_CHECKING, TypeVar
 
 from icecore.commit.update import TableUpdate
 from icecore.errors import CommitStateUnknownError, FileError, ValidationError
+from icecore.location_provider import metadata_file_location
 from icecore.spec.manifest import ManifestWriter
 from icecore.spec.manifest_list import ManifestContent, ManifestFile, ManifestListWriter
 from icecore.spec.metadata import TableMetadata
 from icecore.spec.metadata_builder import MetadataBuilder, now_ms
 from icecore.spec.partitioning import PartitionSpec
+from icecore.spec.properties import MANIFEST_COMPRESSION
 from icecore.spec.refs import MAIN_BRANCH
 from icecore.spec.snapshots import Operation, Snapshot, SummaryCounts, build_summary
 
@@ -36,8 +38,6 @@ if TYPE_CHECKING:
 
 LOG = logging.getLogger(__name__)
 
-METADATA_PATH = "write.metadata.path"
-MANIFEST_CODEC = ("write.manifest.compression-codec", "gzip")
 # Iceberg's codec names (gzip is Avro's deflate) as fastavro spells them.
 _AVRO_CODECS = {"gzip": "deflate", "deflate": "deflate", "none": "null", "uncompressed": "null",
                 "snappy": "snappy", "zstd": "zstandard", "bzip2": "bzip2", "xz": "xz"}  # fmt: skip
@@ -58,10 +58,12 @@ def new_snapshot_id(metadata: TableMetadata) -> int:
             return candidate
 
 
-def metadata_file_location(metadata: TableMetadata, name: str) -> str:
-    """`<location>/metadata/<name>`, or under `write.metadata.path` when the table sets it."""
-    directory = metadata.property(METADATA_PATH) or f"{metadata.location}/metadata"
-    return f"{directory.rstrip('/')}/{name}"
+def manifest_codec(metadata: TableMetadata, table_name: str) -> str:
+    """The Avro codec of the table's manifests and lists (`write.manifest.compression-codec`)."""
+    name = str(MANIFEST_COMPRESSION.read(metadata.properties)).lower()
+    if name not in _AVRO_CODECS:
+        raise ValidationError(f"{table_name}: unknown {MANIFEST_COMPRESSION.name} {name!r}")
+    return _AVRO_CODECS[name]
 
 
 class SnapshotProducer(TableUpdate):
@@ -126,6 +128,11 @@ class SnapshotProducer(TableUpdate):
     def _manifests(self, base: TableMetadata, parent: Snapshot | None) -> list[ManifestFile]:
         """The new snapshot's manifests; sets `_counts`, `_changed_partitions` and
         `_replaced_manifests` for the summary. Reuses what earlier attempts wrote."""
+
+    def _rows_to_assign(self, manifest: ManifestFile) -> int | None:
+        """v3: how many rows of `manifest` (a data manifest without a `first_row_id`) need
+        row ids from the list; None for the spec's estimate, every row it lists."""
+        return None
 
     # The attempt --------------------------------------------------------------------------------
 
@@ -193,7 +200,8 @@ class SnapshotProducer(TableUpdate):
             format_version=base.format_version,
             next_row_id=base.next_row_id,
         )
-        writer.add_all(self._manifests(base, parent))
+        for manifest in self._manifests(base, parent):
+            writer.add(manifest, self._rows_to_assign(manifest))
         listed = writer.close()
         own = [m for m in listed if m.added_snapshot_id == self.snapshot_id]
         added_rows = None
@@ -223,10 +231,7 @@ class SnapshotProducer(TableUpdate):
         )
 
     def _codec(self, base: TableMetadata) -> str:
-        name = (base.property(*MANIFEST_CODEC) or MANIFEST_CODEC[1]).lower()
-        if name not in _AVRO_CODECS:
-            raise ValidationError(f"{self.table.name}: unknown {MANIFEST_CODEC[0]} {name!r}")
-        return _AVRO_CODECS[name]
+        return manifest_codec(base, self.table.name)
 
     def _delete_files(self, locations: Iterable[str]) -> None:
         """Best effort: a file left behind is an orphan, never a broken table."""

@@ -14,11 +14,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, TypeVar
 
-from icecore.commit.manifest_filter import referenced_data_file
 from icecore.commit.merging import MergingSnapshotProducer
 from icecore.commit.validation import Validator
 from icecore.errors import ValidationError
 from icecore.expressions import AlwaysTrue, BooleanExpression
+from icecore.spec.delete_targets import referenced_data_file
 from icecore.spec.manifest import DataFile, FileContent
 from icecore.spec.refs import MAIN_BRANCH
 from icecore.spec.snapshots import Operation

@@ -17,14 +17,15 @@ from typing import TYPE_CHECKING
 
 from icecore.errors import CommitFailedError, CommitStateUnknownError
 from icecore.spec.metadata import TableMetadata
+from icecore.spec.properties import (
+    COMMIT_MAX_RETRY_WAIT_MS,
+    COMMIT_MIN_RETRY_WAIT_MS,
+    COMMIT_NUM_RETRIES,
+    COMMIT_TOTAL_RETRY_TIME_MS,
+)
 
 if TYPE_CHECKING:
     from icecore.table import Table
-
-NUM_RETRIES = ("commit.retry.num-retries", 4)
-MIN_WAIT_MS = ("commit.retry.min-wait-ms", 100)
-MAX_WAIT_MS = ("commit.retry.max-wait-ms", 60_000)
-TOTAL_TIMEOUT_MS = ("commit.retry.total-timeout-ms", 1_800_000)
 
 
 class TableUpdate(ABC):
@@ -47,10 +48,11 @@ class TableUpdate(ABC):
 
     def commit(self) -> TableMetadata:
         base = self.table.metadata
-        props = base.property_as_int
-        retries = props(*NUM_RETRIES)
-        min_wait, max_wait = props(*MIN_WAIT_MS), props(*MAX_WAIT_MS)
-        deadline = time.monotonic() + props(*TOTAL_TIMEOUT_MS) / 1000
+        props = base.properties
+        retries = COMMIT_NUM_RETRIES.read(props)
+        min_wait = COMMIT_MIN_RETRY_WAIT_MS.read(props)
+        max_wait = COMMIT_MAX_RETRY_WAIT_MS.read(props)
+        deadline = time.monotonic() + COMMIT_TOTAL_RETRY_TIME_MS.read(props) / 1000
         try:
             while True:
                 self.attempts += 1

@@ -11,8 +11,8 @@ Rules (spec v2, "Scan Planning"):
 Deletes are grouped per (spec id, partition) and sorted by sequence number, so finding the
 deletes for one data file is a dictionary lookup and a bisection, not a scan of every delete
 file: planning 500,000 data files against 50,000 deletes must stay linear.
-Position deletes that name a single data file (`referenced_data_file`, or equal `file_path`
-bounds as Iceberg's writers produce for file-scoped deletes) are indexed by that path directly.
+Position deletes that name a single data file (`icecore.spec.delete_targets`) are indexed by
+that path directly.
 
 v3 deletion vectors (`deletion-vector-v1` blobs in Puffin files) apply to exactly their
 `referenced_data_file`. A data file has at most one: two live DVs for one file is a corrupt
@@ -30,11 +30,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from icecore.errors import ValidationError
+from icecore.spec.delete_targets import referenced_data_file, within_bounds
 from icecore.spec.manifest import DataFile, FileContent
-
-# Reserved field ids of position delete files (spec: "Position Delete Files").
-DELETE_FILE_PATH_ID = 2147483546
-DELETE_POS_ID = 2147483545
 
 
 @dataclass
@@ -60,20 +57,6 @@ class _SeqSorted:
     def greater_than(self, seq: int) -> list[tuple[int, DataFile]]:
         assert self._seqs is not None, "freeze() the index before querying it"
         return self.entries[bisect_right(self._seqs, seq) :]
-
-
-def _path_bounds(delete_file: DataFile) -> tuple[bytes | None, bytes | None]:
-    lower = delete_file.lower_bounds.get(DELETE_FILE_PATH_ID) if delete_file.lower_bounds else None
-    upper = delete_file.upper_bounds.get(DELETE_FILE_PATH_ID) if delete_file.upper_bounds else None
-    return lower, upper
-
-
-def _referenced_data_file(delete_file: DataFile) -> str | None:
-    """The one data file a position delete file targets, when it targets only one."""
-    if delete_file.referenced_data_file:  # DuckDB writes '' for "none"
-        return delete_file.referenced_data_file
-    lower, upper = _path_bounds(delete_file)
-    return lower.decode("utf-8") if lower is not None and lower == upper else None
 
 
 class DeleteFileIndex:
@@ -107,7 +90,7 @@ class DeleteFileIndex:
         elif delete_file.is_deletion_vector:
             self._add_dv(delete_file, data_sequence_number)
         elif delete_file.content == FileContent.POSITION_DELETES:
-            if (referenced := _referenced_data_file(delete_file)) is not None:
+            if (referenced := referenced_data_file(delete_file)) is not None:
                 self._pos_by_path[referenced].add(data_sequence_number, delete_file)
             else:
                 key = (delete_file.spec_id, delete_file.partition)
@@ -158,8 +141,7 @@ class DeleteFileIndex:
         if not has_dv and (by_partition := self._pos_by_partition.get(key)) is not None:
             path = data_file.file_path.encode("utf-8")
             for _, delete_file in by_partition.at_least(data_sequence_number):
-                lower, upper = _path_bounds(delete_file)
-                if (lower is None or lower <= path) and (upper is None or path <= upper):
+                if within_bounds(delete_file, path):
                     found.append(delete_file)
         found.extend(f for _, f in self._global_eq.greater_than(data_sequence_number))
         if (eq := self._eq_by_partition.get(key)) is not None:

@@ -25,11 +25,11 @@ from typing import TYPE_CHECKING, Any
 
 from icecore.avro.container import (
     AvroFile,
+    AvroStream,
     field_type,
     rename_fields,
     select,
     with_field_type,
-    write_avro,
 )
 from icecore.avro.schema import (
     DATA_FILE_ID,
@@ -151,7 +151,8 @@ class ManifestEntry:
 class ManifestWriter:
     """Writes one v2 manifest of `content` for files of `spec`, added by `snapshot_id`.
 
-    Entries accumulate in memory and the file is written by `close()`, which returns the
+    Entries are encoded in memory as they come (`length()` says how far it got) and the file
+    is written in one piece by `close()`, which returns the
     `ManifestFile` to put in the manifest list. Its `sequence_number` (and its
     `min_sequence_number` when no entry carries one) are `UNASSIGNED_SEQ` until
     `ManifestListWriter` assigns the committing snapshot's number.
@@ -181,7 +182,7 @@ class ManifestWriter:
         self._avro_schema = manifest_entry_avro_schema(partition_type, self.format_version)
         self._partition_names = [make_compatible_name(f.name) for f in partition_type.fields]
         self._partition_stats = [PartitionFieldStats(f.field_type) for f in partition_type.fields]
-        self._records: list[dict[str, Any]] = []
+        self._stream = AvroStream(self._avro_schema, metadata=self._metadata(), codec=codec)
         self._counts = {status: [0, 0] for status in EntryStatus}  # [files, rows]
         self._min_sequence_number: int | None = None
         self._result: ManifestFile | None = None
@@ -217,25 +218,27 @@ class ManifestWriter:
             entry.data_file,
         )
 
+    def _metadata(self) -> dict[str, str]:
+        return {
+            "schema": json.dumps(self.schema.to_json()),
+            "schema-id": str(self.schema.schema_id),
+            "partition-spec": json.dumps(self.spec.fields_json()),
+            "partition-spec-id": str(self.spec.spec_id),
+            "format-version": str(self.format_version),
+            "content": "data" if self.content == ManifestContent.DATA else "deletes",
+        }
+
+    def length(self, *, flush: bool = False) -> int:
+        """The manifest's bytes so far (Java's `length()`: the entries of the block being
+        filled are not counted unless `flush` ends it): what rolls a writer to a new file."""
+        return self._stream.length(flush=flush)
+
     def close(self) -> ManifestFile:
         """Write the manifest (once) and return its manifest list entry."""
         if self._result is None:
-            metadata = {
-                "schema": json.dumps(self.schema.to_json()),
-                "schema-id": str(self.schema.schema_id),
-                "partition-spec": json.dumps(self.spec.fields_json()),
-                "partition-spec-id": str(self.spec.spec_id),
-                "format-version": str(self.format_version),
-                "content": "data" if self.content == ManifestContent.DATA else "deletes",
-            }
-            length = write_avro(
-                self._io,
-                self.location,
-                self._avro_schema,
-                self._records,
-                metadata=metadata,
-                codec=self._codec,
-            )
+            data = self._stream.finish()
+            self._io.write_bytes(self.location, data)
+            length = len(data)
             counts = self._counts
             self._result = ManifestFile(
                 manifest_path=self.location,
@@ -255,7 +258,6 @@ class ManifestWriter:
                 deleted_rows_count=counts[EntryStatus.DELETED][1],
                 partitions=[stats.summary() for stats in self._partition_stats],
             )
-            self._records = []
         return self._result
 
     def to_manifest_file(self) -> ManifestFile:
@@ -299,7 +301,7 @@ class ManifestWriter:
             self._partition_names, self._partition_stats, data_file.partition, strict=True
         ):
             partition[name] = stats.update(value, data_file.file_path)
-        self._records.append(
+        self._stream.write(
             {
                 "status": int(status),
                 "snapshot_id": snapshot_id,

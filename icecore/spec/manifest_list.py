@@ -177,8 +177,13 @@ class ManifestListWriter:
         self._manifests: list[ManifestFile] = []
         self._closed = False
 
-    def add(self, manifest: ManifestFile) -> ManifestFile:
-        """List `manifest`, assigning this commit's sequence number where it is unassigned."""
+    def add(self, manifest: ManifestFile, rows_to_assign: int | None = None) -> ManifestFile:
+        """List `manifest`, assigning this commit's sequence number where it is unassigned.
+
+        v3: a data manifest without a `first_row_id` takes the next range of row ids, as
+        large as `rows_to_assign`: the rows of its data files that have no `first_row_id` of
+        their own. By default every row it lists, the spec's estimate; a writer that knows
+        all its files carry their ids (a rewritten manifest of a v3 snapshot) passes 0."""
         if self._closed:
             raise ValidationError(f"{self.location}: manifest list writer is closed")
         seq, min_seq = manifest.sequence_number, manifest.min_sequence_number
@@ -202,9 +207,12 @@ class ManifestListWriter:
             and manifest.first_row_id is None
         ):
             # Java's V3 writer: every data manifest without ids (new, or carried over from
-            # before an upgrade) takes a range as large as the rows it may hold.
+            # before an upgrade) takes a range as large as the rows it may hold, unless the
+            # caller knows fewer of its rows need one.
             assert self.next_row_id is not None
-            rows = (manifest.existing_rows_count or 0) + (manifest.added_rows_count or 0)
+            rows = rows_to_assign
+            if rows is None:
+                rows = (manifest.existing_rows_count or 0) + (manifest.added_rows_count or 0)
             manifest = replace(manifest, first_row_id=self.next_row_id)
             self.next_row_id += rows
         self._manifests.append(manifest)

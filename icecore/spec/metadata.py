@@ -34,6 +34,7 @@ from icecore.spec.jsonfields import (
     require_object,
 )
 from icecore.spec.partitioning import PARTITION_FIELD_ID_START, PartitionSpec, fields_from_json
+from icecore.spec.properties import bool_value, int_value
 from icecore.spec.refs import MAIN_BRANCH, SnapshotRef, SnapshotRefType
 from icecore.spec.schema import Schema
 from icecore.spec.snapshots import MetadataLogEntry, Snapshot, SnapshotLogEntry
@@ -273,25 +274,11 @@ class TableMetadata:
         return self.properties.get(name, default)
 
     def property_as_int(self, name: str, default: int) -> int:
-        value = self.properties.get(name)
-        if value is None:
-            return default
-        try:
-            return int(value.strip())
-        except ValueError:
-            raise ValidationError(
-                f"table property {name} must be an integer, got {value!r}"
-            ) from None
+        """Strict, as every read of a declared property (`icecore.spec.properties`)."""
+        return int_value(name, self.properties.get(name), default)
 
     def property_as_bool(self, name: str, default: bool) -> bool:
-        """Strict where Java is lenient: Java reads any non-"true" as false, which would turn
-        a typo in e.g. `gc.enabled` into a silent change of behaviour."""
-        value = self.properties.get(name)
-        if value is None:
-            return default
-        if value.strip().lower() not in ("true", "false"):
-            raise ValidationError(f"table property {name} must be true or false, got {value!r}")
-        return value.strip().lower() == "true"
+        return bool_value(name, self.properties.get(name), default)
 
     # Serialization
 

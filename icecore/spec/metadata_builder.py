@@ -16,17 +16,15 @@ from typing import Any
 from icecore.errors import ValidationError
 from icecore.spec.metadata import SUPPORTED_FORMAT_VERSIONS, TableMetadata
 from icecore.spec.partitioning import PARTITION_FIELD_ID_START, UNPARTITIONED, PartitionSpec
+from icecore.spec.properties import FORMAT_VERSION, METADATA_PREVIOUS_VERSIONS_MAX
 from icecore.spec.refs import MAIN_BRANCH, SnapshotRef, SnapshotRefType
 from icecore.spec.schema import Schema
 from icecore.spec.snapshots import MetadataLogEntry, Snapshot, SnapshotLogEntry
 from icecore.spec.sorting import UNSORTED, SortOrder
 
 MAX_FORMAT_VERSION = max(SUPPORTED_FORMAT_VERSIONS)
-FORMAT_VERSION_PROPERTY = "format-version"
 STATISTICS = "statistics"
 PARTITION_STATISTICS = "partition-statistics"
-PREVIOUS_VERSIONS_MAX = "write.metadata.previous-versions-max"
-PREVIOUS_VERSIONS_MAX_DEFAULT = 100
 # Placeholder timestamp of a snapshot-log entry that takes the new metadata's own timestamp.
 _AT_BUILD = -1
 
@@ -48,7 +46,7 @@ def new_table_metadata(
     is not kept as a property, as in Java); the schema's, spec's and order's ids are kept."""
     spec.validate(schema)
     properties = dict(properties or {})
-    version = _format_version_property(properties.pop(FORMAT_VERSION_PROPERTY, None))
+    version = _format_version_property(properties.pop(FORMAT_VERSION, None))
     schema = replace(schema, schema_id=0)
     spec = replace(spec, spec_id=0)
     return TableMetadata(
@@ -74,7 +72,7 @@ def _format_version_property(value: str | None) -> int:
     if value is None:
         return 2
     if value.strip() not in ("1", "2", "3"):
-        raise ValidationError(f"{FORMAT_VERSION_PROPERTY} must be 1, 2 or 3, got {value!r}")
+        raise ValidationError(f"{FORMAT_VERSION} must be 1, 2 or 3, got {value!r}")
     return max(2, int(value))  # icecore writes v1 tables as v2
 
 
@@ -218,12 +216,10 @@ class MetadataBuilder:
     def set_properties(self, updates: Mapping[str, str]) -> MetadataBuilder:
         """`format-version` is reserved, as in Java: setting it upgrades the table."""
         updates = {str(k): str(v) for k, v in updates.items()}
-        if FORMAT_VERSION_PROPERTY in updates:
-            version = updates.pop(FORMAT_VERSION_PROPERTY)
+        if FORMAT_VERSION in updates:
+            version = updates.pop(FORMAT_VERSION)
             if not version.strip().isdigit():
-                raise ValidationError(
-                    f"{FORMAT_VERSION_PROPERTY} must be a number, got {version!r}"
-                )
+                raise ValidationError(f"{FORMAT_VERSION} must be a number, got {version!r}")
             self.upgrade_format_version(int(version))
         self._properties.update(updates)
         return self
@@ -332,9 +328,7 @@ class MetadataBuilder:
         metadata_log = list(base.metadata_log)
         if base.metadata_location is not None:
             metadata_log.append(MetadataLogEntry(base.last_updated_ms, base.metadata_location))
-        keep = max(
-            1, int(self._properties.get(PREVIOUS_VERSIONS_MAX, PREVIOUS_VERSIONS_MAX_DEFAULT))
-        )
+        keep = max(1, METADATA_PREVIOUS_VERSIONS_MAX.read(self._properties))
         if len(metadata_log) > keep:
             self.dropped_metadata_log = metadata_log[: len(metadata_log) - keep]
             metadata_log = metadata_log[len(metadata_log) - keep :]

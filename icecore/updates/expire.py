@@ -37,17 +37,18 @@ from icecore.errors import ValidationError
 from icecore.spec.metadata import TableMetadata
 from icecore.spec.metadata_builder import MetadataBuilder
 from icecore.spec.metadata_builder import now_ms as current_time_ms
+from icecore.spec.properties import (
+    GC_ENABLED,
+    MAX_REF_AGE_MS,
+    MAX_SNAPSHOT_AGE_MS,
+    MIN_SNAPSHOTS_TO_KEEP,
+)
 from icecore.spec.refs import MAIN_BRANCH
 from icecore.updates.base import ReplayedUpdate
 from icecore.updates.unreachable import UnreachableFiles, unreachable_files
 
 if TYPE_CHECKING:
     from icecore.table import Table
-
-MAX_SNAPSHOT_AGE_MS = ("history.expire.max-snapshot-age-ms", 5 * 24 * 60 * 60 * 1000)
-MIN_SNAPSHOTS_TO_KEEP = ("history.expire.min-snapshots-to-keep", 1)
-MAX_REF_AGE_MS = "history.expire.max-ref-age-ms"  # default: forever
-GC_ENABLED = ("gc.enabled", True)
 
 
 @dataclass(frozen=True)
@@ -133,7 +134,7 @@ class ExpireSnapshots(ReplayedUpdate):
 
     def _select(self, base: TableMetadata) -> tuple[set[int], set[str]]:
         """(snapshot ids to remove, ref names to remove) for `base`."""
-        if not base.property_as_bool(*GC_ENABLED):
+        if not GC_ENABLED.read(base.properties):
             raise ValidationError(
                 f"cannot expire snapshots of {self.table.name}: gc.enabled is false (its files "
                 "may be shared with other tables)"
@@ -141,9 +142,9 @@ class ExpireSnapshots(ReplayedUpdate):
         now = self._now
         older_than = self._older_than
         if older_than is None:
-            older_than = now - base.property_as_int(*MAX_SNAPSHOT_AGE_MS)
-        min_to_keep = self._min_to_keep or base.property_as_int(*MIN_SNAPSHOTS_TO_KEEP)
-        max_ref_age = base.property_as_int(MAX_REF_AGE_MS, -1)
+            older_than = now - MAX_SNAPSHOT_AGE_MS.read(base.properties)
+        min_to_keep = self._min_to_keep or MIN_SNAPSHOTS_TO_KEEP.read(base.properties)
+        max_ref_age = MAX_REF_AGE_MS.read(base.properties)
 
         snapshots = {s.snapshot_id: s for s in base.snapshots}
         kept_refs = {}

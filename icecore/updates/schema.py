@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from icecore.errors import CommitConflictError, ValidationError
 from icecore.spec.metadata import TableMetadata
 from icecore.spec.metadata_builder import MetadataBuilder
+from icecore.spec.properties import COLUMN_PROPERTY_PREFIXES
 from icecore.spec.schema import Schema
 from icecore.spec.types import IcebergType
 from icecore.updates.base import ReplayedUpdate
@@ -29,14 +30,6 @@ from icecore.updates.schema_changes import SchemaChanges
 
 if TYPE_CHECKING:
     from icecore.table import Table
-
-# Per-column table properties that name a column after the prefix; Java renames or drops them
-# with the column (`SchemaUpdate.applyChangesToMetadata`), so settings follow their column.
-COLUMN_PROPERTY_PREFIXES = (
-    "write.metadata.metrics.column.",
-    "write.parquet.bloom-filter-enabled.column.",
-    "write.parquet.stats-enabled.column.",
-)
 
 
 class UpdateSchema(ReplayedUpdate):

@@ -130,6 +130,20 @@ def _orphans(r: Mapping[str, Any]) -> str:
     return text
 
 
+def _manifests(r: Mapping[str, Any]) -> str:
+    before = int(r.get("data_manifests_before") or 0) + int(r.get("delete_manifests_before") or 0)
+    if not r.get("rewritten_manifests"):
+        return f"no manifests worth rewriting ({_plural(before, 'manifest')})"
+    after = int(r.get("data_manifests_after") or 0) + int(r.get("delete_manifests_after") or 0)
+    return (
+        f"rewrote {_plural(r.get('rewritten_manifests'), 'manifest')} "
+        f"({size(r.get('rewritten_bytes'))}, {int(r.get('entries') or 0)} entries) into "
+        f"{r.get('added_manifests', 0)}: the table lists {_plural(after, 'manifest')}, was "
+        f"{before}"
+        f"{_commits(r)}"
+    )
+
+
 SENTENCES: dict[str, Callable[[Mapping[str, Any]], str]] = {
     "ingest": _ingest,
     "convert_equality_deletes": _convert,
@@ -137,6 +151,7 @@ SENTENCES: dict[str, Callable[[Mapping[str, Any]], str]] = {
     "rewrite_data_files": _major,
     "expire_snapshots": _expire,
     "remove_orphan_files": _orphans,
+    "rewrite_manifests": _manifests,
 }
 
 

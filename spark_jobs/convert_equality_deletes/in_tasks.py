@@ -4,7 +4,7 @@ the driver's own threads when the key columns are small.
     written = convert_in_tasks(work, spark=session_or_none)  # files in work.run
 
 Most of a conversion is one look-up: each data row's key against the keys of the equality
-deletes paired with its file (`reading.live_batches.LiveBatches.equality_deleted`, through
+deletes paired with its file (`icecore.data.live_batches.LiveBatches.equality_deleted`, through
 its `KeySet`). Only the key columns are read and no row crosses into the JVM. The task that
 finds a data file's positions also writes them: a position delete file per task and
 partition group, its rows sorted by (`file_path`, `pos`) because a bin's data files are
@@ -38,11 +38,13 @@ import pyarrow as pa
 from pyspark.sql import SparkSession
 
 from icecore.data.arrow_schema import arrow_schema
+from icecore.data.live_batches import DataRef, DeleteRef, LiveBatches
+from icecore.data.metrics import MetricsConfig
 from icecore.spec.manifest import DataFile, content_key
+from icecore.spec.metadata_columns import POSITION_DELETE_SCHEMA
 from icecore.spec.types import NestedField
 from spark_jobs.common.session import parallelism
 from spark_jobs.common.worker import cheap_cache_invalidation, worker_io
-from spark_jobs.reading.live_batches import DataRef, DeleteRef, LiveBatches
 from spark_jobs.writing.arrow_files import (
     WRITTEN,
     TaskWriter,
@@ -58,9 +60,8 @@ from spark_jobs.writing.deletion_vectors import (
     dv_reports,
     written_dvs,
 )
-from spark_jobs.writing.files import POSITION_DELETE_SCHEMA, FileSet, RunFiles
+from spark_jobs.writing.files import FileSet, RunFiles
 from spark_jobs.writing.grouped_deletes import GROUP, GroupLayout
-from spark_jobs.writing.metrics import MetricsConfig
 
 MAX_BIN_BYTES = 256 * 1024 * 1024  # key-column bytes one task reads at most
 _DV_DIRECTORY = "deletion-vectors"
@@ -119,6 +120,7 @@ def convert_in_tasks(work: Work, *, spark: SparkSession | None) -> WrittenDVs:
         table_properties=work.run.metadata.properties,
         max_records=None,
         target_bytes=None,
+        placement=work.run.placement(file_set),
     )
     spec = {
         "plan": plan.to_json(),
@@ -213,7 +215,7 @@ def _convert_bin(work: dict[str, Any], spec: dict[str, Any]) -> pa.RecordBatch:
 
 def _write_dvs(data: Sequence[DataRef], reader: LiveBatches, plan: WritePlan) -> pa.RecordBatch:
     """A DV for every data file with newly deleted positions, holding its old ones too."""
-    writer = PuffinTaskWriter(plan.location, worker_io(plan.io), {}, {})
+    writer = PuffinTaskWriter(plan.location, worker_io(plan.io), {}, {}, plan.placed())
     try:
         for ref in data:
             positions = reader.equality_deleted(ref)

@@ -56,12 +56,12 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from icecore.actions.committing import cleanup_on_failure, with_replanning
 from icecore.catalog import Catalog
+from icecore.commit.delete_rewrite import DeleteRewrite
 from icecore.spec.manifest import DataFile, FileContent
 from icecore.spec.types import NestedField
 from icecore.table import Table
-from spark_jobs.committing.batches import cleanup_on_failure, with_replanning
-from spark_jobs.committing.rewrite import DeleteRewrite
 from spark_jobs.common.errors import JobError
 from spark_jobs.common.progress import size
 from spark_jobs.common.session import SessionSource, configure, session_of
@@ -162,6 +162,7 @@ def convert_once(
             read = sum(key_bytes(t.file, ids) for t in work.targets)
             in_driver = read <= options.driver_max_bytes
             dvs = convert_in_tasks(work, spark=None if in_driver else _started(spark))
+            files.track(f.file_path for f in dvs.added)
             result["matched_in"] = "driver" if in_driver else "spark-tasks"
         elif used:
             result["matched_in"] = "spark-join"

@@ -16,10 +16,10 @@ referenced.
 
 from __future__ import annotations
 
-from icecore.catalog.base import METADATA_PATH
 from icecore.catalog.reachable import reachable_files
 from icecore.errors import FileError
 from icecore.io import FileIO
+from icecore.location_provider import metadata_file_location
 from icecore.scan import snapshot_manifests
 from icecore.spec.metadata import TableMetadata
 from spark_jobs.common.errors import JobError
@@ -60,6 +60,5 @@ def referenced_files(io: FileIO, metadata: TableMetadata, table_name: str) -> se
                 f"cannot tell the orphans of {table_name} apart: {problems[0]}{more}; "
                 "nothing was deleted"
             )
-    directory = metadata.properties.get(METADATA_PATH, f"{metadata.location}/metadata")
-    referenced.add(f"{directory.rstrip('/')}/{VERSION_HINT}")
+    referenced.add(metadata_file_location(metadata, VERSION_HINT))
     return referenced

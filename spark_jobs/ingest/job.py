@@ -23,9 +23,11 @@ from pyspark.sql import types as T
 
 from icecore.catalog import Catalog
 from icecore.commit.producer import SnapshotProducer
+from icecore.data.metrics import MetricsConfig
 from icecore.errors import AlreadyExistsError, CommitStateUnknownError, NoSuchTableError
 from icecore.spec.manifest import DataFile, FileContent
 from icecore.spec.metadata import TableMetadata
+from icecore.spec.properties import WRITE_DISTRIBUTION_MODE
 from icecore.spec.schema import Schema
 from icecore.table import Table
 from spark_jobs.common.errors import JobError
@@ -66,10 +68,8 @@ from spark_jobs.writing.files import (
     rows_per_file,
 )
 from spark_jobs.writing.layout import PartitionLayout
-from spark_jobs.writing.metrics import MetricsConfig
 from spark_jobs.writing.transforms import sort_columns
 
-DISTRIBUTION_MODE = "write.distribution-mode"
 KEYED_MODES = ("upsert", "delete", "cdc")
 RESERVED_COLUMNS = ("file_path", "pos")
 
@@ -259,7 +259,7 @@ def _write_rows(table: Table, run: RunFiles, frame: DataFrame) -> None:
     order = metadata.sort_order()
     sort = [*parts, *sort_columns(schema, order.fields)]
     default_mode = "hash" if layout.is_partitioned else "none"
-    distribution = metadata.property(DISTRIBUTION_MODE, default_mode)
+    distribution = WRITE_DISTRIBUTION_MODE.read(metadata.properties) or default_mode
     if distribution == "hash" and parts:
         rows = rows.repartition(*parts)
     elif distribution == "range" and sort:

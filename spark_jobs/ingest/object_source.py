@@ -48,6 +48,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.pandas.types import to_arrow_schema
 
+from icecore.data.parquet_columns import BATCH_ROWS
 from icecore.errors import FileError
 from icecore.io import FileIO
 from icecore.io.locations import SCHEMES, Store
@@ -57,7 +58,7 @@ from spark_jobs.common.errors import JobError
 from spark_jobs.common.session import parallelism
 from spark_jobs.common.worker import cheap_cache_invalidation, worker_io
 from spark_jobs.ingest.json_schema import infer_json_schema
-from spark_jobs.reading.parquet_files import BATCH_ROWS, SPLIT_BYTES, pack_splits
+from spark_jobs.reading.parquet_files import SPLIT_BYTES, pack_splits
 from spark_jobs.schema import arrow_source_schema, checked, quoted, spark_type
 
 OBJECT_STORE_SCHEMES = frozenset(s for s, store in SCHEMES.items() if store is not Store.HDFS)

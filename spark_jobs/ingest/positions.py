@@ -24,12 +24,12 @@ from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from icecore.spec.metadata_columns import DELETE_FILE_PATH, DELETE_FILE_POS
 from icecore.spec.schema import Schema
 from spark_jobs.ingest.changes import SUPERSEDED
 from spark_jobs.ingest.source import ORDER_COLUMNS
 from spark_jobs.reading.parquet_files import PerFile, read_parquet
 from spark_jobs.schema import FIELD_ID_KEY, quote_name
-from spark_jobs.writing.files import DELETE_FILE_PATH, DELETE_POS
 from spark_jobs.writing.layout import PartitionLayout
 
 _ROW, _RANK, _PATH = "_ingest_pos", "_ingest_rank", "_ingest_path"
@@ -90,6 +90,6 @@ def superseded_positions(
         ),
         F.coalesce(back[_ROW], F.lit(0))
         .cast("long")
-        .alias(DELETE_POS.name, metadata={FIELD_ID_KEY: DELETE_POS.field_id}),
+        .alias(DELETE_FILE_POS.name, metadata={FIELD_ID_KEY: DELETE_FILE_POS.field_id}),
         *(back[quote_name(p)].alias(p) for p in parts),
     )

@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from icecore.catalog import Catalog
 from icecore.errors import AlreadyExistsError, ValidationError
 from icecore.spec.partitioning import PartitionSpec
+from icecore.spec.properties import FORMAT_VERSION
 from icecore.spec.schema import Schema
 from icecore.spec.terms import parse_partition_spec, parse_sort_order
 from icecore.spec.types import IcebergType
@@ -44,7 +45,7 @@ def create_table(
         with contextlib.suppress(AlreadyExistsError):  # created by a concurrent run
             catalog.create_namespace(namespace)
     properties = dict(properties)
-    properties.setdefault("format-version", str(format_version))
+    properties.setdefault(FORMAT_VERSION, str(format_version))
     return catalog.create_table(
         identifier, schema, spec=spec, sort_order=order, properties=properties
     )

@@ -45,6 +45,13 @@ from pyspark.sql import types as T
 
 from icecore.scan import FileScanTask
 from icecore.spec.manifest import DataFile, FileContent
+from icecore.spec.metadata_columns import (
+    DELETE_FILE_PATH,
+    DELETE_FILE_POS,
+    LAST_UPDATED_SEQUENCE_NUMBER,
+    ROW_ID,
+    ROW_LINEAGE,
+)
 from icecore.spec.schema import Schema
 from icecore.spec.types import NestedField
 from spark_jobs.common.errors import JobError
@@ -55,13 +62,6 @@ from spark_jobs.reading.live_files import top_level_fields
 from spark_jobs.reading.local_frames import local_frame
 from spark_jobs.reading.parquet_files import PerFile, read_parquet
 from spark_jobs.schema import quoted
-from spark_jobs.writing.files import (
-    DELETE_FILE_PATH,
-    DELETE_POS,
-    LAST_UPDATED_SEQUENCE_NUMBER,
-    ROW_ID,
-    ROW_LINEAGE,
-)
 
 # Delete rows up to this many are broadcast to the data rows' tasks: the data is then never
 # shuffled, which keeps a compaction close to a plain read and rewrite.
@@ -205,7 +205,7 @@ class LiveRows:
         ids = {p: i for i, p in enumerate(files)}
         raw = self._read(
             self._sized(files),
-            (DELETE_FILE_PATH, DELETE_POS),
+            (DELETE_FILE_PATH, DELETE_FILE_POS),
             PerFile([(_DEL_ID, T.IntegerType())], {p: (ids[p],) for p in files}),
         )
         pairs = local_frame(
@@ -216,7 +216,7 @@ class LiveRows:
         rows = (
             raw.select(
                 F.col(DELETE_FILE_PATH.name).alias("_cmp_path"),
-                F.col(DELETE_POS.name).alias(_POS),
+                F.col(DELETE_FILE_POS.name).alias(_POS),
                 _DEL_ID,
             )
             # Rows naming a file outside the write, or one the planner did not pair, go.

@@ -5,7 +5,7 @@
 A bin-pack into the group's own partition needs neither a shuffle nor a sort: Iceberg's own
 bin-pack runner reads a group with a split size of its input divided by its output file count,
 so each task writes one output file from a share of the inputs. The same shape here, with
-the task doing the whole rewrite in pyarrow (`reading.live_batches` applies the deletes,
+the task doing the whole rewrite in pyarrow (`icecore.data.live_batches` applies the deletes,
 `writing.arrow_files.TaskWriter` writes and describes the files): the rows never cross into
 the JVM and back, which was most of a compaction's cost once table files were read and
 written through FileIO (Arrow to Spark rows on the read, rows to Arrow on the write, a join
@@ -15,7 +15,7 @@ bounds their parallelism to the cluster's cores.
 A group's input is cut into as many bins as it will have output files: data files, split at
 row-group boundaries when large (a row group belongs to the split holding its midpoint, as
 in Spark), packed in order, so a bin reads a contiguous run of a group's splits. Each bin is
-one task; its files go below `_group=<index>/`, so the group, not the directory, gives each
+one task; its files are reported with the directory `_group=<index>`, so the group gives each
 file its partition tuple (`GroupLayout`), as in the Spark path.
 
 Groups that must be sorted, or that move to another partition spec, need Spark's shuffle
@@ -36,15 +36,16 @@ from typing import Any
 import pyarrow as pa
 from pyspark.sql import SparkSession
 
+from icecore.actions.rewrite_data_files import FileGroup
+from icecore.data.live_batches import DataRef, DeleteRef, LiveBatches
 from icecore.spec.manifest import FileContent
+from icecore.spec.properties import WRITE_TARGET_FILE_SIZE_BYTES
 from icecore.spec.schema import Schema
 from icecore.spec.types import NestedField
 from spark_jobs.common.errors import JobError
 from spark_jobs.common.worker import cheap_cache_invalidation, worker_io
-from spark_jobs.reading.live_batches import DataRef, DeleteRef, LiveBatches
 from spark_jobs.reading.live_files import top_level_fields
 from spark_jobs.reading.live_rows import delete_key
-from spark_jobs.rewrite_data_files.plan import FileGroup
 from spark_jobs.writing.arrow_files import (
     WRITTEN,
     TaskWriter,
@@ -52,7 +53,7 @@ from spark_jobs.writing.arrow_files import (
     kept_files,
     written_batch,
 )
-from spark_jobs.writing.files import TARGET_FILE_SIZE, FileSet, RunFiles
+from spark_jobs.writing.files import FileSet, RunFiles
 from spark_jobs.writing.grouped_deletes import GROUP
 
 MIN_SPLIT_BYTES = 4 * 1024 * 1024  # no point cutting files finer than Spark's open cost
@@ -91,7 +92,8 @@ def rewrite_in_tasks(
         io_properties=run.io_properties,
         table_properties=run.metadata.properties,
         max_records=max_records,
-        target_bytes=run.metadata.property_as_int(*TARGET_FILE_SIZE),
+        target_bytes=WRITE_TARGET_FILE_SIZE_BYTES.read(run.metadata.properties),
+        placement=run.placement(file_set),
     )
     payload = json.dumps(
         {

@@ -24,25 +24,30 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
-from icecore.catalog import Catalog
-from icecore.errors import CommitConflictError, ValidationError
-from icecore.spec.manifest import DataFile, content_key
-from icecore.spec.sorting import SortOrder
-from icecore.spec.terms import parse_sort_order
-from icecore.table import Table
-from spark_jobs.committing.batches import cleanup_on_failure, commit_batches, delete_quietly
-from spark_jobs.common.errors import JobError
-from spark_jobs.common.progress import size
-from spark_jobs.common.session import SessionSource, configure, session_of
-from spark_jobs.planning.sizes import FileSizeBounds
-from spark_jobs.planning.where import parse_where
-from spark_jobs.rewrite_data_files.plan import (
-    TARGET_FILE_SIZE,
+from icecore.actions.committing import (
+    BeforeCommit,
+    cleanup_on_failure,
+    commit_batches,
+    delete_quietly,
+)
+from icecore.actions.file_sizes import FileSizeBounds
+from icecore.actions.rewrite_data_files import (
     CompactionPlan,
     FileGroup,
     PlanRules,
     plan_compaction,
 )
+from icecore.catalog import Catalog
+from icecore.errors import CommitConflictError, ValidationError
+from icecore.spec.manifest import DataFile, content_key
+from icecore.spec.properties import WRITE_TARGET_FILE_SIZE_BYTES
+from icecore.spec.sorting import SortOrder
+from icecore.spec.terms import parse_sort_order
+from icecore.table import Table
+from spark_jobs.common.errors import JobError
+from spark_jobs.common.progress import size
+from spark_jobs.common.session import SessionSource, configure, session_of
+from spark_jobs.common.where import parse_where
 from spark_jobs.rewrite_data_files.write import write_groups
 from spark_jobs.schema import check_spark_readable
 from spark_jobs.specs.jobs import RewriteDataFilesOptions
@@ -63,10 +68,10 @@ def run(
     catalog: Catalog,
     options: RewriteDataFilesOptions,
     *,
-    before_commit: Any = None,
+    before_commit: BeforeCommit | None = None,
 ) -> dict[str, Any]:
-    """Rewrite the table's data files; the result counters. `before_commit(table)` is a
-    hook tests use to commit concurrently between writing and committing."""
+    """Rewrite the table's data files; the result counters. `before_commit(table)` runs
+    between writing and committing, once (tests commit concurrently there)."""
     started = time.monotonic()
     table = catalog.load_table(options.table)
     check_spark_readable(table.metadata.schema().fields)  # every column is rewritten
@@ -147,13 +152,30 @@ def _log_plan(table: Table, groups: list[FileGroup], attempt: int) -> None:
 
 
 def _plan_rules(table: Table, options: RewriteDataFilesOptions) -> PlanRules:
-    target = options.target_file_size_bytes or table.metadata.property_as_int(*TARGET_FILE_SIZE)
+    target = options.target_file_size_bytes or WRITE_TARGET_FILE_SIZE_BYTES.read(
+        table.metadata.properties
+    )
     spec_id = options.output_spec_id
     if spec_id is not None and spec_id not in table.metadata.specs_by_id():
         raise JobError(f"--output-spec-id {options.output_spec_id}: no such partition spec")
     sizes = FileSizeBounds.of(target, options.min_file_size_bytes, options.max_file_size_bytes)
     output = table.metadata.default_spec_id if spec_id is None else spec_id
-    return PlanRules(options, sizes, output)
+    return plan_rules(options, sizes, output)
+
+
+def plan_rules(
+    options: RewriteDataFilesOptions, sizes: FileSizeBounds, output_spec_id: int
+) -> PlanRules:
+    """The planner's settings from the job's options."""
+    return PlanRules(
+        sizes=sizes,
+        output_spec_id=output_spec_id,
+        max_file_group_size_bytes=options.max_file_group_size_bytes,
+        min_input_files=options.min_input_files,
+        delete_file_threshold=options.delete_file_threshold,
+        delete_ratio_threshold=options.delete_ratio_threshold,
+        rewrite_all=options.rewrite_all,
+    )
 
 
 def _sort_order(table: Table, options: RewriteDataFilesOptions) -> SortOrder | None:
@@ -180,7 +202,7 @@ def _rewrite(
     rules: PlanRules,
     order: SortOrder | None,
     result: dict[str, Any],
-    before_commit: Any,
+    before_commit: BeforeCommit | None,
 ) -> list[tuple[FileGroup, str]]:
     """Write and commit `groups`; the groups that conflicted, with the conflict."""
     run = RunFiles(table.io, table.metadata, "rewrite-data-files")

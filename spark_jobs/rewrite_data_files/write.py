@@ -46,22 +46,23 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from icecore.actions.file_sizes import FileSizeBounds
+from icecore.actions.rewrite_data_files import CompactionPlan, FileGroup
+from icecore.data.metrics import MetricsConfig
 from icecore.spec.manifest import DataFile, FileContent
+from icecore.spec.metadata_columns import ROW_LINEAGE
 from icecore.spec.partitioning import PartitionSpec
 from icecore.spec.schema import Schema
 from icecore.spec.sorting import SortOrder
 from icecore.table import Table
 from spark_jobs.common.progress import Progress
 from spark_jobs.common.session import isolated_session
-from spark_jobs.planning.sizes import FileSizeBounds
 from spark_jobs.reading.live_rows import LiveRows, check_no_lineage_names
 from spark_jobs.rewrite_data_files.in_tasks import rewrite_in_tasks
-from spark_jobs.rewrite_data_files.plan import CompactionPlan, FileGroup
 from spark_jobs.schema import conform, quoted
-from spark_jobs.writing.files import ROW_LINEAGE, FileSet, RunFiles
+from spark_jobs.writing.files import FileSet, RunFiles
 from spark_jobs.writing.grouped_deletes import GROUP, GroupLayout, group_of
 from spark_jobs.writing.layout import PartitionLayout
-from spark_jobs.writing.metrics import MetricsConfig
 from spark_jobs.writing.transforms import sort_columns
 
 GROUPS_PER_JOB = 64
@@ -186,7 +187,7 @@ def write_groups(
                 )
     out: dict[int, list[DataFile]] = {g.index: [] for g in groups}
     for f in run.files():
-        out[group_of(f.file_path[len(run.location) :])].append(f)
+        out[group_of(run.directory_of(f.file_path))].append(f)
     return out
 
 

@@ -60,19 +60,21 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from icecore.actions.binpack import bin_pack
+from icecore.actions.committing import cleanup_on_failure, commit_batches, delete_quietly
+from icecore.actions.file_sizes import FileSizeBounds
 from icecore.catalog import Catalog
+from icecore.commit.delete_rewrite import DeleteRewrite
+from icecore.data.metrics import MetricsConfig
 from icecore.errors import CommitConflictError
 from icecore.spec.manifest import DataFile, FileContent
+from icecore.spec.metadata_columns import DELETE_FILE_PATH, DELETE_FILE_POS
 from icecore.spec.types import LongType, NestedField, StringType
 from icecore.table import Table
-from spark_jobs.committing.batches import cleanup_on_failure, commit_batches, delete_quietly
-from spark_jobs.committing.rewrite import DeleteRewrite
 from spark_jobs.common.errors import JobError
 from spark_jobs.common.progress import size
 from spark_jobs.common.session import SessionSource, configure, session_of
-from spark_jobs.planning.binpack import bin_pack
-from spark_jobs.planning.sizes import FileSizeBounds
-from spark_jobs.planning.where import parse_where
+from spark_jobs.common.where import parse_where
 from spark_jobs.reading.live_files import (
     LiveDelete,
     LiveState,
@@ -90,14 +92,13 @@ from spark_jobs.writing.deletion_vectors import (
     previous_deletes,
     write_deletion_vectors,
 )
-from spark_jobs.writing.files import DELETE_FILE_PATH, DELETE_POS, RunFiles
+from spark_jobs.writing.files import RunFiles
 from spark_jobs.writing.grouped_deletes import (
     GROUP,
     finish,
     write_equality_deletes,
     write_position_deletes,
 )
-from spark_jobs.writing.metrics import MetricsConfig
 
 JOB = "rewrite_position_deletes"
 LOG = logging.getLogger(f"icefloe.{JOB}")
@@ -105,7 +106,7 @@ JOB_PROPERTY = "icefloe.job"
 _D = "_del"
 # Read under other names: a table column may be called file_path or pos.
 _PATH = NestedField(DELETE_FILE_PATH.field_id, "file_path", StringType())
-_POS = NestedField(DELETE_POS.field_id, "pos", LongType())
+_POS = NestedField(DELETE_FILE_POS.field_id, "pos", LongType())
 
 
 @dataclass

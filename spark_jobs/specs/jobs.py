@@ -8,7 +8,7 @@ option records its procedure spelling, so the README can show both.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from spark_jobs.specs import grammar
 from spark_jobs.specs.options import (
@@ -505,3 +505,51 @@ JOBS: dict[str, JobSpec] = {
         ),
     )
 }
+
+
+PARTITION_FIELDS = replace(
+    COLUMNS, expected="partition field names separated by commas, such as ts_day,id_bucket"
+)
+
+
+@dataclass(frozen=True)
+class RewriteManifestsOptions(JobOptions):
+    """Regroup a table's manifests by partition, at the target manifest size."""
+
+    table: str = required(TABLE, _TABLE_HELP)
+    spec_id: int | None = option(
+        None,
+        integer(0),
+        "rewrite only the manifests of this partition spec (default: of every spec)",
+        title="Partition spec id",
+        procedure="spec_id",
+    )
+    sort_by: list[str] = option(
+        [],
+        PARTITION_FIELDS,
+        "partition fields to sort entries by first (default: the spec's fields in order)",
+        title="Sort by",
+        procedure="sort_by",
+    )
+    rewrite_all: bool = option(
+        False,
+        BOOLEAN,
+        "rewrite every manifest, also those near the target size and alone in their "
+        "partition range",
+    )
+    driver_max_bytes: int = option(
+        32 * MIB,
+        SIZE,
+        "manifests up to this size in all are rewritten in the driver's own threads, without "
+        "starting Spark (0: always in Spark tasks)",
+        title="Rewrite in the driver up to",
+    )
+    max_attempts: int = _max_attempts()  # type: ignore[assignment]
+
+
+JOBS["rewrite_manifests"] = JobSpec(
+    "rewrite_manifests",
+    "Regroup manifests by partition at the target manifest size",
+    RewriteManifestsOptions,
+    procedure="rewrite_manifests",
+)

@@ -52,10 +52,6 @@ class Kind:
     lines: Callable[[Any], list[str]] = lambda value: [str(value)]  # a typed value, by line
 
 
-def _words(value: Any) -> str:
-    return str(value)
-
-
 def _items(value: Any) -> list[str]:
     """Items of a repeatable option: a list (repeated flags), or text with one per line (a
     form's multiline field)."""

@@ -20,8 +20,17 @@ and level, row group, page and dictionary sizes) are applied.
 Position delete files always take this path: their `file_path` and `pos` are required, as
 the spec says, and a job whose only output is delete files then runs no footer job at all.
 
+Where a file goes is the table's location provider's to say (`icecore.location_provider`):
+below the write's own directory (`WritePlan.location`, the run's file set) by default; spread
+over hash directories, as `<data>/<hash>/<partition path>/<file name>`, when the table uses
+object storage (`Placement`). Either way a task reports, with each file, the partition
+directory it wrote the file for: the driver reads a file's partition from that, never from
+the file's location.
+
 A retried task writes new files under new names; only the files the successful attempts
-report are kept, the others are deleted once the write is done.
+report are kept, the others are deleted once the write is done: those below the write's
+directory, that is; a failed attempt's hashed files cannot be listed apart from the table's
+and are left to orphan removal.
 """
 
 from __future__ import annotations
@@ -42,15 +51,24 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from icecore.data.arrow_schema import arrow_schema
+from icecore.data.metrics import MetricsConfig, decode, metrics_of
 from icecore.io import FileIO
+from icecore.location_provider import LocationProvider
+from icecore.spec.partitioning import PartitionSpec
+from icecore.spec.properties import (
+    PARQUET_COMPRESSION,
+    PARQUET_COMPRESSION_LEVEL,
+    PARQUET_DICT_SIZE_BYTES,
+    PARQUET_PAGE_SIZE_BYTES,
+    PARQUET_ROW_GROUP_SIZE_BYTES,
+)
 from icecore.spec.schema import Schema
 from icecore.spec.types import DoubleType, FloatType, NestedField, StructType
 from spark_jobs.common.errors import JobError
 from spark_jobs.common.worker import cheap_cache_invalidation, worker_io
 from spark_jobs.schema import quote_name
-from spark_jobs.writing.metrics import MetricsConfig, decode, metrics_of
+from spark_jobs.writing.layout import DEFAULT_PARTITION, partition_values
 
-DEFAULT_PARTITION = "__HIVE_DEFAULT_PARTITION__"
 _MAX_OPEN = 16
 # Characters Spark escapes in partition directory names (ExternalCatalogUtils.escapePathName).
 _ESCAPED = frozenset([chr(c) for c in range(1, 32)] + list("\"#%'*/:=?\\\x7f{[]^"))
@@ -74,20 +92,61 @@ def escape_path_name(text: str) -> str:
 def writer_options(properties: Mapping[str, str]) -> dict[str, Any]:
     """pyarrow ParquetWriter arguments from the table's Parquet properties (Iceberg's
     defaults: zstd, 128 MiB row groups, 1 MiB pages, 2 MiB dictionary pages)."""
-    codec = properties.get("write.parquet.compression-codec", "zstd").lower()
+    codec = str(PARQUET_COMPRESSION.read(properties)).lower()
     if codec not in _CODECS:
-        raise JobError(f"write.parquet.compression-codec {codec!r} is not supported")
-    level = properties.get("write.parquet.compression-level")
+        raise JobError(f"{PARQUET_COMPRESSION.name} {codec!r} is not supported")
+    level = PARQUET_COMPRESSION_LEVEL.read(properties)
     return {
         "compression": _CODECS[codec],
         "compression_level": int(level) if level else None,
-        "data_page_size": int(properties.get("write.parquet.page-size-bytes", 1024 * 1024)),
-        "dictionary_pagesize_limit": int(
-            properties.get("write.parquet.dict-size-bytes", 2 * 1024 * 1024)
-        ),
+        "data_page_size": PARQUET_PAGE_SIZE_BYTES.read(properties),
+        "dictionary_pagesize_limit": PARQUET_DICT_SIZE_BYTES.read(properties),
         "write_statistics": True,
         "store_decimal_as_integer": True,  # INT32/INT64 for small precisions, as Spark does
     }
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where files go in an object-storage table: the table's location provider, and the
+    partition path (Java's `partitionToPath`, `ts_hour=2024-01-07-10`) of each partition
+    directory a task makes: given in `paths` for the directories known before the write (a
+    group's, `_group=7`), else read back from the directories of `spec`'s values. Directory
+    levels named in `hidden` group rows but are no partition (`_group`): they are no part of
+    a path."""
+
+    provider: LocationProvider
+    spec: PartitionSpec
+    schema: Schema
+    paths: Mapping[str, str] = field(default_factory=dict)
+    hidden: tuple[str, ...] = ()
+
+    def location(self, directory: str, name: str) -> str:
+        path = self.paths.get(directory)
+        if path is None:
+            parts = [p for p in directory.split("/") if p and p.split("=")[0] not in self.hidden]
+            values = partition_values(self.spec, self.schema, parts) if parts else None
+            path = self.spec.partition_path(values, self.schema) if values is not None else ""
+        return self.provider.new_data_location(name, path)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "provider": self.provider.to_json(),
+            "spec": self.spec.to_json(),
+            "schema": self.schema.to_json(),
+            "paths": dict(self.paths),
+            "hidden": list(self.hidden),
+        }
+
+    @classmethod
+    def from_json(cls, obj: Mapping[str, Any]) -> Placement:
+        return cls(
+            LocationProvider.from_json(obj["provider"]),
+            PartitionSpec.from_json(obj["spec"]),
+            Schema.from_json(obj["schema"]),
+            obj["paths"],
+            tuple(obj["hidden"]),
+        )
 
 
 @dataclass
@@ -105,6 +164,7 @@ class WritePlan:
     row_group_bytes: int
     max_records: int | None
     target_bytes: int | None
+    placement: dict[str, Any] | None = None  # `Placement.to_json()`; None: below `location`
 
     @classmethod
     def of(
@@ -120,8 +180,10 @@ class WritePlan:
         table_properties: Mapping[str, str],
         max_records: int | None,
         target_bytes: int | None,
+        placement: Placement | None = None,
     ) -> WritePlan:
-        """The plan of files below `location`, with the table's Parquet properties."""
+        """The plan of files below `location` (or placed by `placement`), with the table's
+        Parquet properties."""
         return cls(
             location=location,
             schema=schema.to_json(),
@@ -131,12 +193,14 @@ class WritePlan:
             partition_names=list(partition_names),
             io=dict(io_properties),
             options=writer_options(table_properties),
-            row_group_bytes=int(
-                table_properties.get("write.parquet.row-group-size-bytes", 128 * 1024 * 1024)
-            ),
+            row_group_bytes=PARQUET_ROW_GROUP_SIZE_BYTES.read(table_properties),
             max_records=max_records,
             target_bytes=target_bytes,
+            placement=None if placement is None else placement.to_json(),
         )
+
+    def placed(self) -> Placement | None:
+        return None if self.placement is None else Placement.from_json(self.placement)
 
     def to_json(self) -> str:
         return json.dumps(self.__dict__)
@@ -156,6 +220,7 @@ class _OpenFile:
     pruning on `isNaN` trusts it)."""
 
     location: str
+    directory: str
     sink: Any
     writer: pq.ParquetWriter
     footers: list[pq.FileMetaData]
@@ -225,8 +290,9 @@ class TaskWriter:
         partition = context.partitionId() if context is not None else 0
         self.prefix = f"part-{partition:05d}-{uuid.uuid4()}"
         self.sequence = 0
+        self.placement = plan.placed()
         self.open: dict[str, _OpenFile] = {}
-        self.done: list[tuple[str, str]] = []  # (location, its metrics as JSON)
+        self.done: list[tuple[str, str, str]] = []  # (location, directory, metrics as JSON)
 
     def add(self, directory: str, rows: pa.Table) -> None:
         start = 0
@@ -257,14 +323,17 @@ class TaskWriter:
         suffix = "parquet" if codec == "none" else f"{codec}.parquet"
         name = f"{self.prefix}-c{self.sequence:06d}.{suffix}"
         self.sequence += 1
-        relative = f"{directory}/{name}" if directory else name
-        location = f"{self.plan.location}/{relative}"
+        if self.placement is not None:
+            location = self.placement.location(directory, name)
+        else:
+            relative = f"{directory}/{name}" if directory else name
+            location = f"{self.plan.location}/{relative}"
         sink = self.io.open_output(location, overwrite=True)
         footers: list[pq.FileMetaData] = []
         writer = pq.ParquetWriter(
             sink, self.schema, metadata_collector=footers, **self.plan.options
         )
-        return _OpenFile(location, sink, writer, footers, self.float_paths)
+        return _OpenFile(location, directory, sink, writer, footers, self.float_paths)
 
     def _finish(self, directory: str) -> None:
         opened = self.open.pop(directory)
@@ -272,9 +341,9 @@ class TaskWriter:
         metrics = metrics_of(
             opened.footers[0], size, self.iceberg_schema, self.metrics, opened.nan_counts
         )
-        self.done.append((opened.location, json.dumps(metrics)))
+        self.done.append((opened.location, opened.directory, json.dumps(metrics)))
 
-    def close(self) -> list[tuple[str, str]]:
+    def close(self) -> list[tuple[str, str, str]]:
         for directory in list(self.open):
             self._finish(directory)
         return self.done
@@ -336,18 +405,26 @@ def _write_batches(batches: Iterator[pa.RecordBatch], payload: str) -> Iterator[
     yield written_batch(written)
 
 
-WRITTEN = "location string, metrics string"  # the schema of `written_batch`, for Spark
+WRITTEN = "location string, directory string, metrics string"  # `written_batch`, for Spark
 
 
-def written_batch(written: Sequence[tuple[str, str]]) -> pa.RecordBatch:
-    """What a writing task reports: each file's location and its metrics as JSON."""
+def written_batch(written: Sequence[tuple[str, str, str]]) -> pa.RecordBatch:
+    """What a writing task reports: each file's location, the partition directory it was
+    written for, and its metrics as JSON."""
+    columns = list(zip(*written, strict=True)) or [(), (), ()]
     return pa.RecordBatch.from_arrays(
-        [
-            pa.array([location for location, _ in written], pa.string()),
-            pa.array([metrics for _, metrics in written], pa.string()),
-        ],
-        names=["location", "metrics"],
+        [pa.array(column, pa.string()) for column in columns],
+        names=["location", "directory", "metrics"],
     )
+
+
+@dataclass(frozen=True)
+class Written:
+    """A file a task wrote: the partition directory it was written for ("" when none) and
+    its metrics as `DataFile` keyword values."""
+
+    directory: str
+    metrics: dict[str, Any]
 
 
 def write_with_arrow(
@@ -363,9 +440,10 @@ def write_with_arrow(
     table_properties: Mapping[str, str],
     max_records: int | None,
     target_bytes: int | None,
-) -> dict[str, dict[str, Any]]:
-    """Write `frame` (the schema's columns, then the partition columns) below `location`;
-    the files written (sorted by location) with their metrics as `DataFile` keyword values.
+    placement: Placement | None = None,
+) -> dict[str, Written]:
+    """Write `frame` (the schema's columns, then the partition columns) below `location`, or
+    where `placement` puts them; the files written (sorted by location).
 
     `all_optional` writes every column optional whatever the schema says, as Spark's writer
     does with data files."""
@@ -389,17 +467,20 @@ def write_with_arrow(
         table_properties=table_properties,
         max_records=max_records,
         target_bytes=target_bytes,
+        placement=placement,
     ).to_json()
     reported = prepared.mapInArrow(partial(_write_batches, payload=payload), WRITTEN).collect()
     return kept_files(io, location, reported)
 
 
-def kept_files(io: FileIO, location: str, reported: Sequence[Any]) -> dict[str, dict[str, Any]]:
+def kept_files(io: FileIO, location: str, reported: Sequence[Any]) -> dict[str, Written]:
     """The files the successful task attempts reported (`written_batch` rows), sorted by
-    location, with their metrics as `DataFile` keyword values; every other file below
-    `location` (failed or duplicate attempts) is deleted."""
+    location; every other file below `location` (failed or duplicate attempts) is deleted."""
     rows = sorted(reported, key=lambda row: row["location"])
-    kept = {row["location"]: decode(json.loads(row["metrics"])) for row in rows}
+    kept = {
+        row["location"]: Written(row["directory"], decode(json.loads(row["metrics"])))
+        for row in rows
+    }
     _delete_strays(io, location, list(kept))
     return kept
 

@@ -25,9 +25,10 @@ written through the table's FileIO with the run's io properties) and reports eve
 offset and length and the file's size; the driver turns the reports into manifest entries
 with the data file's spec and partition.
 
-Failures: the Puffin files go below the run's directory (`RunFiles`), so nothing references
-them before the commit and `RunFiles.discard()` removes them with the run's other files;
-files of failed or duplicate task attempts are deleted once the write is done.
+Failures: the Puffin files go below the run's directory (`RunFiles`), or under the hash
+directories of an object-storage table, so nothing references them before the commit and
+`RunFiles.discard()` removes them with the run's other files; files of failed or duplicate
+task attempts are deleted once the write is done (left to orphan removal when hashed).
 
 Buckets: DVs committed separately (a rewrite's partial-progress commits) must not share a
 Puffin file, or deleting the files of a failed commit would delete DVs that another commit
@@ -50,10 +51,11 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from icecore.commit.manifest_filter import referenced_data_file
 from icecore.io import FileIO
+from icecore.spec.delete_targets import referenced_data_file
 from icecore.spec.deletion_vectors import DeletionVector, dv_blob, read_dv
 from icecore.spec.manifest import DataFile, FileContent, FileFormat, content_key
+from icecore.spec.metadata_columns import DELETE_FILE_PATH, DELETE_FILE_POS
 from icecore.spec.puffin import PuffinWriter
 from icecore.spec.types import LongType, NestedField, StringType
 from spark_jobs.common.errors import JobError
@@ -61,14 +63,15 @@ from spark_jobs.common.worker import cheap_cache_invalidation, worker_io
 from spark_jobs.reading.live_files import require_parquet
 from spark_jobs.reading.local_frames import local_frame
 from spark_jobs.reading.parquet_files import PerFile, read_parquet
-from spark_jobs.writing.files import DELETE_FILE_PATH, DELETE_POS, RunFiles
+from spark_jobs.writing.arrow_files import Placement
+from spark_jobs.writing.files import RunFiles
 
 FILE_PATH, POS = "file_path", "pos"
 _NEW, _ID = "_dv_new", "_dv_del"
 # Legacy files are read under these (optional) fields: a table column may be called file_path.
 _LEGACY = (
     NestedField(DELETE_FILE_PATH.field_id, FILE_PATH, StringType()),
-    NestedField(DELETE_POS.field_id, POS, LongType()),
+    NestedField(DELETE_FILE_POS.field_id, POS, LongType()),
 )
 # What a task reports per DV: its Puffin file and that file's size, its blob, its data file.
 _REPORT_SCHEMA = pa.schema(
@@ -155,16 +158,20 @@ def write_deletion_vectors(
         rows = rows.unionByName(frame)
     rows = rows.repartition(F.col(FILE_PATH)).sortWithinPartitions(FILE_PATH)
     location = f"{run.location}/{name}"
+    placement = run.placement()
     payload = json.dumps(
         {
             "location": location,
+            "placement": None if placement is None else placement.to_json(),
             "io": run.io_properties,
             "buckets": {p: t.bucket for p, t in targets.items() if t.bucket},
             "dvs": _previous_dvs(targets),
         }
     )
     reported = rows.mapInArrow(partial(_write_task, payload=payload), DV_REPORT).collect()
-    return written_dvs(run.io, location, [row.asDict() for row in reported], targets)
+    written = written_dvs(run.io, location, [row.asDict() for row in reported], targets)
+    run.track(f.file_path for f in written.added)
+    return written
 
 
 def written_dvs(
@@ -271,8 +278,10 @@ class PuffinTaskWriter:
         io: FileIO,
         buckets: Mapping[str, int],
         previous: Mapping[str, Sequence[Any]],
+        placement: Placement | None = None,
     ) -> None:
-        self.location = location
+        self.location = location  # the directory of the Puffin files, unless placed
+        self.placement = placement
         self.io = io
         self.buckets = buckets
         self.previous = previous
@@ -302,7 +311,12 @@ class PuffinTaskWriter:
         bucket = self.buckets.get(path, 0)
         writer = self.writers.get(bucket)
         if writer is None:
-            location = f"{self.location}/{uuid.uuid4()}{_SUFFIX}"
+            name = f"{uuid.uuid4()}{_SUFFIX}"
+            location = (
+                f"{self.location}/{name}"
+                if self.placement is None
+                else self.placement.location("", name)
+            )
             writer = self.writers[bucket] = PuffinWriter(self.io, location, overwrite=True)
             self.blobs[bucket] = []
         blob = writer.write(dv_blob(path, dv))
@@ -325,7 +339,8 @@ def _write_task(batches: Iterator[pa.RecordBatch], payload: str) -> Iterator[pa.
     cheap_cache_invalidation()
     plan = json.loads(payload)
     io = worker_io(plan["io"])
-    writer = PuffinTaskWriter(plan["location"], io, plan["buckets"], plan["dvs"])
+    placement = None if plan["placement"] is None else Placement.from_json(plan["placement"])
+    writer = PuffinTaskWriter(plan["location"], io, plan["buckets"], plan["dvs"], placement)
     try:
         for batch in batches:
             for path, positions, new in _runs(batch):

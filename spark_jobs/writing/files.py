@@ -1,9 +1,13 @@
 """The files one job run writes, and the DataFiles a commit adds for them.
 
-Each job run writes below its own directory, `<data path>/<job>-<uuid>/<file set>/`, with
-the partition directories under it: a failed or abandoned run is removed by deleting it.
-Nothing in the table references these files until the commit, so a job killed at any point
-before it leaves the table as it was.
+Files go where the table's location provider says (`icecore.location_provider`: the data
+location is `write.data.path`, or `<location>/data`). By default each job run writes below its
+own directory there, `<data location>/<job>-<uuid>/<file set>/`, with the partition
+directories under it: a failed or abandoned run is removed by deleting it. A table with
+`write.object-storage.enabled` has no such directory: each file goes under hash directories,
+`<data location>/<hash>/<partition path>/<file name>`, as Java writes them, and the run
+deletes its files one by one. Nothing in the table references these files until the commit,
+so a job killed at any point before it leaves the table as it was.
 
 Every file is written by the Spark tasks with pyarrow through the table's FileIO
 (`arrow_files`), never through a Hadoop FileSystem: an `s3://`, `gs://` or `abfss://` table
@@ -16,40 +20,31 @@ sizes) apply, and `write.target-file-size-bytes` rolls files.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from pyspark.sql import DataFrame
 
+from icecore.data.metrics import MetricsConfig
 from icecore.errors import FileError
 from icecore.io import FileIO
-from icecore.scan.delete_index import DELETE_FILE_PATH_ID
+from icecore.location_provider import LocationProvider, table_locations
+from icecore.spec.delete_targets import single_path
 from icecore.spec.manifest import DataFile, FileContent, FileFormat
 from icecore.spec.metadata import TableMetadata
+from icecore.spec.metadata_columns import POSITION_DELETE_SCHEMA
 from icecore.spec.partitioning import PartitionSpec
+from icecore.spec.properties import WRITE_TARGET_FILE_SIZE_BYTES
 from icecore.spec.schema import Schema
-from icecore.spec.types import LongType, NestedField, StringType
+from icecore.spec.types import NestedField
 from spark_jobs.common.errors import JobError
 from spark_jobs.schema import invalid_value
-from spark_jobs.writing.arrow_files import write_with_arrow
+from spark_jobs.writing.arrow_files import Placement, Written, write_with_arrow
 from spark_jobs.writing.layout import PartitionLayout
-from spark_jobs.writing.metrics import MetricsConfig
 
-DATA_PATH = "write.data.path"
-TARGET_FILE_SIZE = ("write.target-file-size-bytes", 512 * 1024 * 1024)
-
-# Reserved columns of position delete files (spec: "Position Delete Files").
-DELETE_FILE_PATH = NestedField(DELETE_FILE_PATH_ID, "file_path", StringType(), required=True)
-DELETE_POS = NestedField(2147483545, "pos", LongType(), required=True)
-POSITION_DELETE_SCHEMA = Schema((DELETE_FILE_PATH, DELETE_POS))
-
-# Row lineage columns of v3 data files (spec: "Row Lineage"), optional longs as Java's
-# `MetadataColumns` declares them. A data file carries them only when it holds rows moved
-# from other files (a compaction): a null value, or no column, means "inherited".
-ROW_ID = NestedField(2147483540, "_row_id", LongType())
-LAST_UPDATED_SEQUENCE_NUMBER = NestedField(2147483539, "_last_updated_sequence_number", LongType())
-ROW_LINEAGE = (ROW_ID, LAST_UPDATED_SEQUENCE_NUMBER)
+# The directory level that groups a write's rows by (spec, partition) group: part of a run's
+# own directories, never of a table's partition path.
+GROUP = "_group"
 
 
 @dataclass(frozen=True)
@@ -101,14 +96,10 @@ class FileSet:
         )
 
 
-def data_location(metadata: TableMetadata) -> str:
-    return (metadata.property(DATA_PATH) or f"{metadata.location}/data").rstrip("/")
-
-
 def rows_per_file(metadata: TableMetadata) -> int | None:
     """Rows per file that reach `write.target-file-size-bytes` at the table's average bytes
     per row so far; None (no limit) for a table without data yet."""
-    target = metadata.property_as_int(*TARGET_FILE_SIZE)
+    target = WRITE_TARGET_FILE_SIZE_BYTES.read(metadata.properties)
     snapshot = metadata.current_snapshot()
     summary = snapshot.summary if snapshot is not None else None
     if summary is None:
@@ -124,7 +115,8 @@ def rows_per_file(metadata: TableMetadata) -> int | None:
 
 
 class RunFiles:
-    """The files one job run writes for one table, below one directory of its own."""
+    """The files one job run writes for one table: below one directory of its own (`location`),
+    or, in an object-storage table, wherever the table's location provider hashes them."""
 
     def __init__(
         self,
@@ -135,10 +127,13 @@ class RunFiles:
     ) -> None:
         self.io = io
         self.metadata = metadata
-        self.location = f"{data_location(metadata)}/{job}-{uuid.uuid4()}"
+        self.locations: LocationProvider = table_locations(metadata)
+        # The run's directory; with hashed locations no file lands below it.
+        self.location = f"{self.locations.data_location}/{job}-{uuid.uuid4()}"
         self.io_properties = dict(io_properties or io.properties)
         self._written: list[tuple[str, FileSet]] = []
-        self._described: dict[str, dict[str, Any]] = {}  # metrics the writing tasks reported
+        self._described: dict[str, Written] = {}  # what the writing tasks reported
+        self._other: list[str] = []  # files written outside file sets (deletion vectors)
 
     def write(
         self, frame: DataFrame, file_set: FileSet, max_records: int | None = None
@@ -158,6 +153,7 @@ class RunFiles:
 
     def _write(self, frame: DataFrame, file_set: FileSet, max_records: int | None) -> list[str]:
         positions = file_set.content == FileContent.POSITION_DELETES
+        target = WRITE_TARGET_FILE_SIZE_BYTES.read(self.metadata.properties)
         described = write_with_arrow(
             frame,
             location=self.location_of(file_set),
@@ -169,30 +165,55 @@ class RunFiles:
             io_properties=self.io_properties,
             table_properties=self.metadata.properties,
             max_records=max_records,
-            target_bytes=None if positions else self.metadata.property_as_int(*TARGET_FILE_SIZE),
+            target_bytes=None if positions else target,
+            placement=self.placement(file_set),
         )
         self.add(file_set, described)
         return list(described)
 
-    def add(self, file_set: FileSet, described: Mapping[str, dict[str, Any]]) -> None:
-        """Files of `file_set` written by tasks of the caller's own (location -> metrics as
-        `DataFile` keyword values, as `arrow_files.kept_files` gives them)."""
+    def add(self, file_set: FileSet, described: Mapping[str, Written]) -> None:
+        """Files of `file_set` written by tasks of the caller's own (as
+        `arrow_files.kept_files` gives them)."""
         self._described.update(described)
         self._written.extend((path, file_set) for path in described)
 
+    def track(self, locations: Iterable[str]) -> None:
+        """Other files this run wrote (deletion vectors), for `discard`."""
+        self._other.extend(locations)
+
     def location_of(self, file_set: FileSet) -> str:
+        """The file set's directory below the run's (unused with hashed locations)."""
         return f"{self.location}/{file_set.name}"
 
+    def placement(self, file_set: FileSet | None = None) -> Placement | None:
+        """Where the tasks put files of `file_set` (or files of no partition, as deletion
+        vectors): None for below `location_of`; else hashed by the table's location provider,
+        under the Java path of the file's partition."""
+        if not self.locations.hashed:
+            return None
+        if file_set is None:
+            return Placement(self.locations, self.metadata.spec(), self.metadata.schema())
+        layout = file_set.layout
+        paths = layout.partition_paths(self.metadata) if layout is not None else {}
+        schema = self.metadata.schema()
+        return Placement(self.locations, file_set.spec, schema, paths, (GROUP,))
+
+    def directory_of(self, location: str) -> str:
+        """The partition directory the task wrote the file at `location` for."""
+        return self._described[location].directory
+
     def files(self) -> list[DataFile]:
-        """Every file written so far as a DataFile, with the metrics its task reported."""
-        out = []
-        for path, file_set in self._written:
-            relative = path[len(self.location_of(file_set)) + 1 :]
-            out.append(_data_file(path, relative, file_set, self._described))
-        return out
+        """Every file written so far as a DataFile, with the metrics its task reported and the
+        partition its directory names."""
+        return [
+            _data_file(path, file_set, self._described[path]) for path, file_set in self._written
+        ]
 
     def discard(self) -> None:
         """Delete everything this run wrote (best effort: what stays is only an orphan)."""
+        if self.locations.hashed:
+            self.io.delete_many([*self._described, *self._other])
+            return
         filesystem, path = self.io.resolve(self.location)
         try:
             filesystem.delete_dir(path)
@@ -202,21 +223,18 @@ class RunFiles:
             raise FileError(self.location, f"cannot delete the run's files: {exc}") from exc
 
 
-def _data_file(
-    location: str, relative: str, file_set: FileSet, metrics: Mapping[str, dict[str, Any]]
-) -> DataFile:
+def _data_file(location: str, file_set: FileSet, written: Written) -> DataFile:
     layout = file_set.layout
     if layout is not None and layout.is_partitioned:
+        name = location.rsplit("/", 1)[-1]
+        relative = f"{written.directory}/{name}" if written.directory else name
         partition = layout.partition_of(relative)
     else:
         partition = tuple(None for _ in file_set.spec.fields)
-    described = metrics[location]
+    described = written.metrics
     referenced = None
     if file_set.content == FileContent.POSITION_DELETES:
-        low = described["lower_bounds"].get(DELETE_FILE_PATH_ID)
-        high = described["upper_bounds"].get(DELETE_FILE_PATH_ID)
-        if low is not None and low == high:
-            referenced = low.decode("utf-8")
+        referenced = single_path(described["lower_bounds"], described["upper_bounds"])
     return DataFile(
         file_path=location,
         file_format=FileFormat.PARQUET,

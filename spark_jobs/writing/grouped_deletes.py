@@ -1,39 +1,36 @@
 """Writing delete files grouped by an integer group id, each group one (spec, partition).
 
-The rows to write carry a `_group` column; Spark's `partitionBy` puts each group in its own
-directory (`_group=7/`), and the group, not the directory name, says which partition spec and
-partition tuple a file belongs to. That lets one Spark write produce files for partitions of
-several specs (a table after a partition change) whose values come from the files they
-replace or point at, not from recomputing transforms.
+The rows to write carry a `_group` column, a partition column of the write: each task keeps a
+group's rows in files of their own and reports each file's group directory (`_group=7`), and
+the group, not a directory name, says which partition spec and partition tuple a file belongs
+to. That lets one Spark write produce files for partitions of several specs (a table after a
+partition change) whose values come from the files they replace or point at, not from
+recomputing transforms. In the default layout the group is a directory of the run's
+(`_group=7/`); with hashed locations a group's files go under its partition's path.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from icecore.data.metrics import MetricsConfig
 from icecore.spec.manifest import DataFile
+from icecore.spec.metadata import TableMetadata
+from icecore.spec.metadata_columns import DELETE_FILE_PATH, DELETE_FILE_POS
 from icecore.spec.partitioning import PartitionSpec
 from icecore.spec.types import NestedField
 from spark_jobs.common.errors import JobError
 from spark_jobs.reading.live_files import PartitionKey
 from spark_jobs.schema import FIELD_ID_KEY
-from spark_jobs.writing.files import (
-    DELETE_FILE_PATH,
-    DELETE_POS,
-    FileSet,
-    RunFiles,
-)
+from spark_jobs.writing.files import GROUP, FileSet, RunFiles
 from spark_jobs.writing.layout import PartitionLayout
-from spark_jobs.writing.metrics import MetricsConfig
 
-GROUP = "_group"
-_GROUP_DIR = re.compile(r"(?:^|/)" + GROUP + r"=(\d+)/")
+_GROUP_PREFIX = f"{GROUP}="
 
 
 class GroupLayout(PartitionLayout):
@@ -50,15 +47,24 @@ class GroupLayout(PartitionLayout):
     def is_partitioned(self) -> bool:
         return True
 
+    def partition_paths(self, metadata: TableMetadata) -> dict[str, str]:
+        schema = metadata.schema()
+        return {
+            f"{_GROUP_PREFIX}{index}": metadata.spec_by_id(spec_id).partition_path(values, schema)
+            for index, (spec_id, values) in self.groups.items()
+        }
+
     def partition_of(self, relative_path: str) -> tuple[Any, ...]:
         return self.groups[group_of(relative_path)][1]
 
 
-def group_of(path: str) -> int:
-    found = _GROUP_DIR.search(path)
-    if found is None:
-        raise JobError(f"{path}: written outside a {GROUP}= directory")
-    return int(found.group(1))
+def group_of(directory: str) -> int:
+    """The group of a file from the directories its task reported (`_group=7`, maybe with
+    partition directories below, and the file name)."""
+    for part in directory.split("/"):
+        if part.startswith(_GROUP_PREFIX) and part[len(_GROUP_PREFIX) :].isdigit():
+            return int(part[len(_GROUP_PREFIX) :])
+    raise JobError(f"{directory}: written outside a {GROUP}= directory")
 
 
 def position_columns(path: Column, pos: Column) -> list[Column]:
@@ -68,7 +74,7 @@ def position_columns(path: Column, pos: Column) -> list[Column]:
             DELETE_FILE_PATH.name, metadata={FIELD_ID_KEY: DELETE_FILE_PATH.field_id}
         ),
         F.coalesce(pos.cast("long"), F.lit(0).cast("long")).alias(
-            DELETE_POS.name, metadata={FIELD_ID_KEY: DELETE_POS.field_id}
+            DELETE_FILE_POS.name, metadata={FIELD_ID_KEY: DELETE_FILE_POS.field_id}
         ),
     ]
 
@@ -109,7 +115,7 @@ def finish(run: RunFiles, groups: Mapping[int, PartitionKey]) -> list[tuple[Data
     """Every file the run wrote, with its spec id set from its group, and the group."""
     out = []
     for f in run.files():
-        group = group_of(f.file_path)
+        group = group_of(run.directory_of(f.file_path))
         spec_id, partition = groups[group]
         out.append((dataclasses.replace(f, spec_id=spec_id, partition=partition), group))
     return out

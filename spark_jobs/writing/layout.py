@@ -21,7 +21,7 @@ import base64
 import re
 import struct
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
@@ -31,6 +31,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from icecore.spec.conversions import decimal_to_unscaled, unscaled_to_decimal
+from icecore.spec.metadata import TableMetadata
 from icecore.spec.partitioning import PartitionField, PartitionSpec
 from icecore.spec.schema import Schema
 from icecore.spec.transforms import IdentityTransform
@@ -68,7 +69,6 @@ class PartitionColumn:
     field: PartitionField
     result_type: IcebergType
     value: Column
-    parse: Callable[[str], Any]
 
 
 class PartitionLayout:
@@ -91,9 +91,7 @@ class PartitionLayout:
             source = schema.find_field(f.source_id)
             source_sql = quoted(schema.column_name(f.source_id))
             value = _path_value(f, source_sql, source.field_type, result.field_type)
-            self.columns.append(
-                PartitionColumn(name, f, result.field_type, value, _parser(result.field_type))
-            )
+            self.columns.append(PartitionColumn(name, f, result.field_type, value))
 
     @property
     def names(self) -> list[str]:
@@ -110,21 +108,40 @@ class PartitionLayout:
     def with_partition_columns(self, df: DataFrame) -> DataFrame:
         return df.select("*", *(c.value.alias(c.name) for c in self.columns))
 
+    def partition_paths(self, metadata: TableMetadata) -> dict[str, str]:
+        """The table's partition path (`PartitionSpec.partition_path`) of each directory
+        known before the write, for hashed locations; none here: the tasks render the path of
+        the directories they make (`partition_values`)."""
+        return {}
+
     def partition_of(self, relative_path: str) -> tuple[Any, ...]:
-        """The partition tuple of a file from its path below the write location."""
-        directories = relative_path.split("/")[:-1]
-        if len(directories) != len(self.columns):
-            raise JobError(f"{relative_path}: expected {len(self.columns)} partition directories")
-        parsed = {}
-        for column, directory in zip(self.columns, directories, strict=True):
-            _, sep, raw = directory.partition("=")
-            if not sep:
-                raise JobError(f"{relative_path}: {directory!r} is not a name=value directory")
-            text = unquote(raw)
-            parsed[column.field.field_id] = (
-                None if text == DEFAULT_PARTITION else column.parse(text)
-            )
-        return tuple(parsed.get(f.field_id) for f in self.spec.fields)
+        """The partition tuple of a file from its directories and name (as its writing task
+        reported them)."""
+        return partition_values(self.spec, self.schema, relative_path.split("/")[:-1])
+
+
+def partition_values(
+    spec: PartitionSpec, schema: Schema, directories: Sequence[str]
+) -> tuple[Any, ...]:
+    """The partition tuple that `name=value` directories, one per non-void field of `spec` in
+    order, render (the writer's rendering, see the module doc). Needs no Spark: the writing
+    tasks read their own directories back to name Java's partition path."""
+    fields = [
+        (f, result.field_type)
+        for f, result in zip(spec.fields, spec.partition_type(schema).fields, strict=True)
+        if not f.transform.is_void
+    ]
+    where = "/".join(directories)
+    if len(directories) != len(fields):
+        raise JobError(f"{where}: expected {len(fields)} partition directories")
+    parsed = {}
+    for (field, result), directory in zip(fields, directories, strict=True):
+        _, sep, raw = directory.partition("=")
+        if not sep:
+            raise JobError(f"{where}: {directory!r} is not a name=value directory")
+        text = unquote(raw)
+        parsed[field.field_id] = None if text == DEFAULT_PARTITION else _parser(result)(text)
+    return tuple(parsed.get(f.field_id) for f in spec.fields)
 
 
 def _path_value(

@@ -18,7 +18,9 @@ import pytest
 from pyspark.sql import SparkSession
 
 from icecore.catalog import SqlCatalog
+from icecore.data.metrics import MetricsConfig, decode, footer_metrics
 from icecore.spec.manifest import FileContent
+from icecore.spec.metadata_columns import POSITION_DELETE_SCHEMA
 from icecore.spec.schema import Schema
 from icecore.spec.types import LongType, NestedField, StringType, TimestampType
 from spark_jobs.common.cli import main
@@ -27,8 +29,6 @@ from spark_jobs.convert_equality_deletes import job as equality_conversion
 from spark_jobs.convert_equality_deletes import run as convert_equality_deletes
 from spark_jobs.ingest.table_setup import create_table
 from spark_jobs.specs.jobs import ConvertEqualityDeletesOptions
-from spark_jobs.writing.files import POSITION_DELETE_SCHEMA
-from spark_jobs.writing.metrics import MetricsConfig, decode, footer_metrics
 from tests.spark.delete_tables import TABLE, build, cdc, live, rows
 from tests.spark.submit import spark_submit
 from tests.support.duckdb import duck_connection  # noqa: F401 - provides the `duck` fixture

@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import pytest
 
+from icecore.data.metrics import MetricsConfig
+from icecore.errors import ValidationError
 from icecore.spec.schema import Schema
 from icecore.spec.types import LongType, NestedField, StringType, StructType, TimestamptzType
-from spark_jobs.common.errors import JobError
 from spark_jobs.specs import JOBS, OptionError
 from spark_jobs.specs.argv import parse_job_args
 from spark_jobs.specs.jobs import IngestOptions
-from spark_jobs.writing.metrics import MetricsConfig
 
 SCHEMA = Schema(
     (
@@ -78,5 +78,5 @@ def test_metrics_modes_follow_table_properties() -> None:
         SCHEMA,
     )
     assert explicit.mode(4) == "counts"  # an explicit default applies to every column
-    with pytest.raises(JobError, match="none, counts, full or truncate"):
+    with pytest.raises(ValidationError, match="none, counts, full or truncate"):
         MetricsConfig.for_table({"write.metadata.metrics.default": "some"}, SCHEMA)

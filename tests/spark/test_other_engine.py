@@ -16,14 +16,12 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
-import pytest
 from pyiceberg.catalog.sql import SqlCatalog as PyIcebergCatalog
 from pyiceberg.manifest import (
     DataFile,
@@ -51,6 +49,7 @@ from spark_jobs.rewrite_data_files import run as compact
 from spark_jobs.rewrite_position_deletes import run as rewrite_position_deletes
 from spark_jobs.specs.jobs import RewriteDataFilesOptions, RewritePositionDeletesOptions
 from tests.spark.delete_tables import live
+from tests.support.catalogs import pyiceberg_catalog_fixture  # noqa: F401 - `pyiceberg_catalog`
 from tests.support.duckdb import duck_connection  # noqa: F401 - provides the `duck` fixture
 from tests.support.reader import scan_rows
 
@@ -157,16 +156,6 @@ def _commit_position_deletes(table: PyIcebergTable, deletes: list[tuple[str, lis
             SetSnapshotRefUpdate(ref_name="main", type="branch", snapshot_id=snapshot_id),
         ),
     )
-
-
-@pytest.fixture
-def pyiceberg_catalog(warehouse: Path, catalog: SqlCatalog) -> Iterator[PyIcebergCatalog]:
-    """PyIceberg's SqlCatalog on the database our `catalog` fixture opens."""
-    engine = PyIcebergCatalog(
-        "default", uri=f"sqlite:///{warehouse}/catalog.db", warehouse=f"file://{warehouse}"
-    )
-    yield engine
-    engine.engine.dispose()
 
 
 def _append(table: PyIcebergTable, batch: int, model: Rows) -> None:

@@ -25,16 +25,17 @@ import pytest
 from pyspark.sql import SparkSession
 
 from icecore.catalog import SqlCatalog
+from icecore.data.metrics import MetricsConfig
 from icecore.errors import CommitConflictError
 from icecore.spec.manifest import FileContent
+from icecore.spec.metadata_columns import POSITION_DELETE_SCHEMA
 from icecore.table import Table
 from spark_jobs.common.cli import main
 from spark_jobs.rewrite_data_files import run as compact
 from spark_jobs.schema import conform
 from spark_jobs.specs.argv import parse_job_args
 from spark_jobs.specs.jobs import JOBS, RewriteDataFilesOptions
-from spark_jobs.writing.files import POSITION_DELETE_SCHEMA, FileSet, RunFiles
-from spark_jobs.writing.metrics import MetricsConfig
+from spark_jobs.writing.files import FileSet, RunFiles
 from tests.spark.delete_tables import TABLE, batch, cdc, create, live, model_apply, rows
 from tests.spark.submit import spark_submit
 from tests.support.duckdb import duck_connection  # noqa: F401 - provides the `duck` fixture

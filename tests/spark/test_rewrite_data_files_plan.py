@@ -8,20 +8,21 @@ from pathlib import Path
 
 import pytest
 
-from icecore.expressions import equal
-from icecore.io import FileIO
-from icecore.scan import FileScanTask
-from icecore.spec.manifest import DataFile, FileContent, FileFormat
-from icecore.table import Table
-from spark_jobs.common.errors import JobError
-from spark_jobs.planning.sizes import FileSizeBounds
-from spark_jobs.rewrite_data_files.plan import (
+from icecore.actions.file_sizes import FileSizeBounds
+from icecore.actions.rewrite_data_files import (
     CompactionPlan,
     FileGroup,
     PlanRules,
     group_tasks,
     plan_compaction,
 )
+from icecore.errors import ValidationError
+from icecore.expressions import equal
+from icecore.io import FileIO
+from icecore.scan import FileScanTask
+from icecore.spec.manifest import DataFile, FileContent, FileFormat
+from icecore.table import Table
+from spark_jobs.rewrite_data_files.job import plan_rules
 from spark_jobs.specs.jobs import RewriteDataFilesOptions
 from tests.support.committing import CatalogTable, sqlite_catalog
 
@@ -57,7 +58,7 @@ SIZES = FileSizeBounds.of(100 * MB, None, None)
 
 
 def rules(output_spec_id: int = 0, **options: object) -> PlanRules:
-    return PlanRules(RewriteDataFilesOptions("db.t", **options), SIZES, output_spec_id)  # type: ignore[arg-type]
+    return plan_rules(RewriteDataFilesOptions("db.t", **options), SIZES, output_spec_id)  # type: ignore[arg-type]
 
 
 OPTIONS = rules()
@@ -101,9 +102,9 @@ def test_output_files_follow_iceberg() -> None:
     assert SIZES.output_files(250 * MB) == 3  # remainder 50 MB < min 75 MB, avg 125 > 110
     assert SIZES.output_files(205 * MB) == 2  # remainder 5 MB folds into two files
     assert SIZES.output_files(290 * MB) == 3  # remainder 90 MB > min: its own file
-    with pytest.raises(JobError, match="--min-file-size-bytes 200 must lie between 0 and"):
+    with pytest.raises(ValidationError, match="min-file-size-bytes 200 must lie between 0 and"):
         FileSizeBounds.of(100, 200, None)
-    with pytest.raises(JobError, match="--max-file-size-bytes 50 must be at least the target"):
+    with pytest.raises(ValidationError, match="max-file-size-bytes 50 must be at least the target"):
         FileSizeBounds.of(100, None, 50)
 
 
@@ -154,7 +155,7 @@ def test_planning_reads_each_manifest_once(tmp_path: Path) -> None:
     io = _CountingIO(t.table.io.properties)
     table = Table(t.table.identifier, t.table.metadata, io, t.table.catalog)
     options = RewriteDataFilesOptions(table="db.once", rewrite_all=True)
-    rules = PlanRules(options, FileSizeBounds.of(512 * MB, None, None), 0)
+    rules = plan_rules(options, FileSizeBounds.of(512 * MB, None, None), 0)
     plan = plan_compaction(table, rules, row_filter=equal("cat", "a"))
 
     assert {Path(f.file_path).stem for g in plan.groups for f in g.data_files} == {"a0", "a1", "a2"}

@@ -40,8 +40,8 @@ from tests.support.spark_connect import JobRun
 
 
 @pytest.mark.parametrize(
-    ("partition_by", "respec"),
-    [(None, None), ("bucket(2, id)", "ts:day")],
+    "shape",
+    [(None, None, True), ("bucket(2, id)", "ts:day", False)],
     ids=["unpartitioned", "two-specs"],
 )
 def test_merges_drops_dangling_and_keeps_rows(
@@ -49,11 +49,13 @@ def test_merges_drops_dangling_and_keeps_rows(
     catalog: SqlCatalog,
     duck: duckdb.DuckDBPyConnection,
     job_runner: JobRun,
-    *,
-    partition_by: str | None,
-    respec: str | None,
+    shape: tuple[str | None, str | None, bool],
 ) -> None:
-    """On the local session and over Spark Connect (`job_runner`)."""
+    """`shape`: the partitioning, a spec change, and whether, in the table these batches
+    build, a position delete file naming the data file dropped below names other data files
+    too (it then stays, dangling for that file's rows); else every delete naming it is scoped
+    to it and goes with it. Run on the local session and over Spark Connect (`job_runner`)."""
+    partition_by, respec, shared_delete = shape
     build(spark, catalog, 3, partition_by, seed=9, respec=respec, size=24)
     table = catalog.load_table(TABLE)
     before = live(table)
@@ -75,12 +77,13 @@ def test_merges_drops_dangling_and_keeps_rows(
     duck_before = duck_rows(table, duck) if duck_ok else None
     before = live(table)
     # icecore drops file-scoped position deletes together with their data file; deletes
-    # naming it among other files stay, dangling.
-    still_named = victim.file_path in {
-        p
+    # naming it among other files stay, dangling: the rewrite drops the rows naming it.
+    still_named = sum(
+        p == victim.file_path
         for e in before[FileContent.POSITION_DELETES]
         for p in pq.read_table(e.data_file.file_path).column("file_path").to_pylist()
-    }
+    )
+    assert (still_named > 0) == shared_delete
     seqs = {e.data_file.file_path: e.sequence_number for e in before[FileContent.POSITION_DELETES]}
 
     rewrite_all = respec is not None
@@ -93,13 +96,14 @@ def test_merges_drops_dangling_and_keeps_rows(
     if duck_ok:
         assert duck_rows(table, duck) == duck_before
     assert result["status"] == "committed"
-    if still_named:
-        assert result["removed_dangling_delete_files"] + result["dropped_position_deletes"] >= 1
+    assert result["dropped_position_deletes"] >= still_named
     old = set(seqs)
     new = [e for e in after[FileContent.POSITION_DELETES] if e.data_file.file_path not in old]
     assert len(after[FileContent.POSITION_DELETES]) < len(before[FileContent.POSITION_DELETES])
     assert victim.file_path not in {
-        r for e in new for r in pq.read_table(e.data_file.file_path).column("file_path").to_pylist()
+        r
+        for e in after[FileContent.POSITION_DELETES]
+        for r in pq.read_table(e.data_file.file_path).column("file_path").to_pylist()
     }
     for entry in new:
         written = pq.read_table(entry.data_file.file_path).to_pylist()

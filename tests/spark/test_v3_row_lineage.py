@@ -27,6 +27,7 @@ from icecore.scan import snapshot_manifests
 from icecore.spec.deletion_vectors import write_dvs
 from icecore.spec.manifest import DataFile, FileContent, FileFormat
 from icecore.spec.manifest_list import ManifestContent
+from icecore.spec.metadata_columns import ROW_LINEAGE
 from icecore.spec.schema import Schema
 from icecore.spec.terms import parse_partition_spec
 from icecore.spec.types import LongType, NestedField, StringType, TimestampType
@@ -35,7 +36,6 @@ from spark_jobs.common.errors import JobError
 from spark_jobs.reading.parquet_files import read_parquet
 from spark_jobs.rewrite_data_files import run as compact
 from spark_jobs.specs.jobs import RewriteDataFilesOptions
-from spark_jobs.writing.files import ROW_LINEAGE
 from tests.support.batches import Model, batch, feed
 from tests.support.duckdb import connect
 

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pyiceberg.catalog.sql import SqlCatalog as PyIcebergCatalog
 from sqlalchemy import create_engine, delete, text
 
 from icecore.catalog.sql import NAMESPACE_PROPERTIES, TABLES, SqlCatalog
@@ -79,6 +80,17 @@ def catalog(backend: str, tmp_path: Path) -> Iterator[SqlCatalog]:
     cat = SqlCatalog(unique_catalog_name(), catalog_uri(backend, warehouse), warehouse)
     yield cat
     forget_catalog(cat)
+
+
+@pytest.fixture(name="pyiceberg_catalog")
+def pyiceberg_catalog_fixture(warehouse: Path, catalog: SqlCatalog) -> Iterator[PyIcebergCatalog]:
+    """PyIceberg's SqlCatalog on the database a module's `catalog` fixture (a SQLite
+    `SqlCatalog` in `warehouse`) opens; import this function into a test module to use it."""
+    engine = PyIcebergCatalog(
+        "default", uri=f"sqlite:///{warehouse}/catalog.db", warehouse=f"file://{warehouse}"
+    )
+    yield engine
+    engine.engine.dispose()
 
 
 def forget_catalog(cat: SqlCatalog) -> None:

@@ -22,17 +22,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from icecore.health import (
-    _STATS,
-    SIZE_BUCKETS,
-    FileHealth,
-    FileStats,
-    HealthReport,
-    PartitionHealth,
-)
-
-_BUCKETS = len(SIZE_BUCKETS) + 1
-
 CACHE_DIR_ENV = "ICEFLOE_CACHE_DIR"
 CACHE_FILE = "fleet-health.sqlite"
 # Bump when the stored report's shape changes: older rows are then ignored.
@@ -138,45 +127,3 @@ class HealthCache:
 
 def _unpack(blob: bytes) -> dict[str, Any]:
     return json.loads(zlib.decompress(blob))
-
-
-def _stats(values: Mapping[str, int]) -> FileStats:
-    return FileStats(values["files"], values["bytes"], values["records"])
-
-
-def _file_health(values: Mapping[str, Any], into: FileHealth) -> FileHealth:
-    for name in _STATS:
-        setattr(into, name, _stats(values[name]))
-    return into
-
-
-def report_from_dict(values: Mapping[str, Any], now_ms: int) -> HealthReport:
-    """A report back from `HealthReport.to_dict()`, aged to `now_ms` (snapshot ages count
-    from now, not from when the report was cached). Partition tuples are not kept (the
-    decisions read the path and the counters only)."""
-    partitions = [
-        _file_health(
-            p,
-            PartitionHealth(
-                spec_id=p["spec_id"], partition=(), path=p["path"], values=dict(p["partition"])
-            ),
-        )
-        for p in values["partitions"]
-    ]
-    return HealthReport(
-        table=values["table"],
-        snapshot_id=values["snapshot_id"],
-        sequence_number=values["sequence_number"],
-        computed_at_ms=now_ms,
-        target_file_size_bytes=values["target_file_size_bytes"],
-        small_file_threshold_bytes=values["small_file_threshold_bytes"],
-        snapshot_count=values["snapshot_count"],
-        oldest_snapshot_ms=values["oldest_snapshot_ms"],
-        newest_snapshot_ms=values["newest_snapshot_ms"],
-        data_manifests=values["data_manifests"],
-        delete_manifests=values["delete_manifests"],
-        totals=_file_health(values["totals"], FileHealth()),
-        partitions=partitions,
-        format_version=values["format_version"],
-        size_histogram=[n for _, n in values.get("size_histogram") or ()] or [0] * _BUCKETS,
-    )

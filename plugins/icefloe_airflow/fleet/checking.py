@@ -17,7 +17,7 @@ from datetime import datetime
 
 from icecore.catalog import Catalog
 from icecore.health import HealthReport
-from icefloe_airflow.fleet.cache import CachedHealth, HealthCache, catalog_key, report_from_dict
+from icefloe_airflow.fleet.cache import CachedHealth, HealthCache, catalog_key
 from icefloe_airflow.fleet.config import PolicyLayers
 from icefloe_airflow.fleet.discovery import DiscoveredTable
 from icefloe_airflow.fleet.layering import PolicyError, TablePolicy, table_policy
@@ -101,7 +101,7 @@ def check_tables(
         if _params(resolved.policy) != entry.params:
             misses.append(t)  # the config changed the small-file definition
             continue
-        _decide(check, resolved, report_from_dict(entry.report, now_ms), last_runs, now)
+        _decide(check, resolved, HealthReport.from_dict(entry.report, now_ms), last_runs, now)
         checks[t.name] = check
 
     def measure(t: DiscoveredTable) -> tuple[TableCheck, CachedHealth | None]:

@@ -8,6 +8,7 @@ from icefloe_airflow.operators.jobs import (
     IngestOperator,
     RemoveOrphanFilesOperator,
     RewriteDataFilesOperator,
+    RewriteManifestsOperator,
     RewritePositionDeletesOperator,
 )
 
@@ -20,6 +21,7 @@ OPERATORS: dict[str, type[IcefloeJobOperator]] = {
         RewriteDataFilesOperator,
         ExpireSnapshotsOperator,
         RemoveOrphanFilesOperator,
+        RewriteManifestsOperator,
     )
 }
 
@@ -31,6 +33,7 @@ __all__ = [
     "IngestOperator",
     "RemoveOrphanFilesOperator",
     "RewriteDataFilesOperator",
+    "RewriteManifestsOperator",
     "RewritePositionDeletesOperator",
     "TableHealthOperator",
 ]

@@ -1,4 +1,4 @@
-"""One operator per job in `spark_jobs/`: ingest and the five maintenance jobs.
+"""One operator per job in `spark_jobs/`: ingest and the six maintenance jobs.
 
 The maintenance operators only name their job (its flags go in `options`); they take the
 table's maintenance lock. The ingest operator spells out the ingest arguments, does not take
@@ -159,3 +159,10 @@ class RemoveOrphanFilesOperator(IcefloeJobOperator):
     """Delete files under the table location that no metadata references."""
 
     job = "remove_orphan_files"
+
+
+class RewriteManifestsOperator(IcefloeJobOperator):
+    """Regroup a table's manifests by partition at the target manifest size (fewer, better
+    clustered manifests for every planner to open)."""
+
+    job = "rewrite_manifests"

@@ -180,9 +180,10 @@ def runtime_classpath(extra: Sequence[Path] = ()) -> list[Path]:
     ]
 
 
-def compiled_classes(classpath: Sequence[Path]) -> Path:
-    """The adapter compiled against `classpath`, once per hash of the source and jar names."""
-    source = SOURCE.read_bytes()
+def compiled_classes(classpath: Sequence[Path], source_file: Path = SOURCE) -> Path:
+    """A Java source (the adapter by default) compiled against `classpath`, once per hash of
+    the source and jar names."""
+    source = source_file.read_bytes()
     key = _digest(source, *(path.name for path in classpath))
     target = CACHE / f"classes-{key}"
     if target.is_dir():
@@ -192,14 +193,14 @@ def compiled_classes(classpath: Sequence[Path]) -> Path:
     try:
         result = subprocess.run(
             [_tool("javac"), "-nowarn", "-encoding", "UTF-8", "-d", str(build),
-             "-cp", os.pathsep.join(map(str, classpath)), str(SOURCE)],
+             "-cp", os.pathsep.join(map(str, classpath)), str(source_file)],
             check=False,
             capture_output=True,
             text=True,
             timeout=300,
         )  # fmt: skip
         if result.returncode != 0:
-            raise SetupError(f"javac failed on {SOURCE.name}:\n{result.stdout}{result.stderr}")
+            raise SetupError(f"javac failed on {source_file.name}:\n{result.stdout}{result.stderr}")
         build.chmod(0o755)
         with contextlib.suppress(OSError):  # another session got there first: use theirs
             build.rename(target)

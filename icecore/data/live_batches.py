@@ -37,22 +37,22 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from icecore.io import FileIO
-from icecore.spec.deletion_vectors import read_dv
-from icecore.spec.manifest import DataFile, FileContent
-from icecore.spec.types import NestedField
-from spark_jobs.reading.parquet_files import (
+from icecore.data.parquet_columns import (
     match_columns,
     project_column,
     row_group_batches,
     row_group_midpoint,
 )
-from spark_jobs.writing.files import (
+from icecore.io import FileIO
+from icecore.spec.deletion_vectors import read_dv
+from icecore.spec.manifest import DataFile, FileContent
+from icecore.spec.metadata_columns import (
     DELETE_FILE_PATH,
-    DELETE_POS,
+    DELETE_FILE_POS,
     LAST_UPDATED_SEQUENCE_NUMBER,
     ROW_ID,
 )
+from icecore.spec.types import NestedField
 
 POSITION, DV, EQUALITY = "position", "dv", "equality"
 _ROW = "_live_row"
@@ -263,9 +263,9 @@ class LiveBatches:
         paths: dict[str, list[np.ndarray]] = defaultdict(list)
         with self.io.open_input(ref.path) as source:
             parquet = pq.ParquetFile(source)
-            columns = match_columns(parquet.schema_arrow, (DELETE_FILE_PATH, DELETE_POS))
+            columns = match_columns(parquet.schema_arrow, (DELETE_FILE_PATH, DELETE_FILE_POS))
             path_name = columns[DELETE_FILE_PATH.field_id].name
-            pos_name = columns[DELETE_POS.field_id].name
+            pos_name = columns[DELETE_FILE_POS.field_id].name
             wanted = pa.array(sorted(self.wanted_paths), pa.string())
             for group in range(parquet.metadata.num_row_groups):
                 if not self._may_hold(parquet.metadata.row_group(group), path_name):

@@ -1,5 +1,5 @@
-"""How the rewrite jobs commit: in batches, again after a conflict, and never leaving a
-half-written run behind.
+"""How the rewrite actions commit: in batches, again after a conflict, and never leaving a
+half-written run behind (Java's `RewriteDataFilesCommitManager` and its callers).
 
 - `commit_batches` splits a job's groups into the commits of `partial-progress.enabled`
   (at most `partial-progress.max-commits` of them, as Iceberg);
@@ -17,15 +17,21 @@ from __future__ import annotations
 import contextlib
 import math
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
-from icecore.errors import CommitConflictError, CommitStateUnknownError
+from icecore.errors import CommitConflictError, CommitStateUnknownError, ValidationError
 from icecore.spec.manifest import DataFile
 from icecore.table import Table
-from spark_jobs.common.errors import JobError
-from spark_jobs.writing.files import RunFiles
 
 G = TypeVar("G")
+# Run between a job's writing and its commit (tests commit concurrently there).
+BeforeCommit = Callable[[Table], None]
+
+
+class Discardable(Protocol):
+    """What a run wrote, deletable as a whole (an engine's files of one job run)."""
+
+    def discard(self) -> None: ...
 
 
 def with_replanning(
@@ -34,7 +40,7 @@ def with_replanning(
     """Run `attempt` (plan, write, commit) again from a fresh plan after a commit conflict,
     up to `max_attempts` times; then fail naming the conflicting snapshot."""
     if max_attempts < 1:
-        raise JobError("--max-attempts must be at least 1")
+        raise ValidationError(f"{job}: max-attempts must be at least 1, got {max_attempts}")
     conflicts = []
     for n in range(1, max_attempts + 1):
         try:
@@ -42,9 +48,10 @@ def with_replanning(
         except CommitConflictError as exc:
             conflicts.append(exc)
             if n == max_attempts:
-                raise JobError(
+                raise CommitConflictError(
                     f"{job}: commit conflict on each of {n} attempt(s); last: {exc} "
-                    f"(conflicting snapshot {exc.snapshot_id})"
+                    f"(conflicting snapshot {exc.snapshot_id})",
+                    snapshot_id=exc.snapshot_id,
                 ) from exc
             continue
         result["attempts"] = n
@@ -73,7 +80,7 @@ def delete_quietly(table: Table, files: Iterable[DataFile]) -> None:
 @contextlib.contextmanager
 def cleanup_on_failure(
     table: Table,
-    run: RunFiles,
+    run: Discardable,
     *,
     committed: Callable[[], bool],
     uncommitted: Callable[[], Iterable[DataFile]],

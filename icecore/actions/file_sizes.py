@@ -1,14 +1,17 @@
-"""Which file sizes are worth rewriting, with Iceberg's defaults (both compactions)."""
+"""Which file sizes are worth rewriting, with Iceberg's defaults (both compactions, and the
+health report's small files)."""
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
 
-from spark_jobs.common.errors import JobError
+from icecore.errors import ValidationError
 
-MIN_FRACTION = 0.75  # Iceberg: files under 75% of the target are small
-MAX_FRACTION = 1.8  # and over 180% large
+# Java's SizeBasedFileRewritePlanner: files under 75% of the target are small (Amoro's
+# `self-optimizing.min-target-size-ratio` is the same), over 180% large.
+MIN_FRACTION = 0.75
+MAX_FRACTION = 1.8
 
 
 @dataclass(frozen=True)
@@ -21,16 +24,18 @@ class FileSizeBounds:
 
     @classmethod
     def of(cls, target: int, min_size: int | None, max_size: int | None) -> FileSizeBounds:
-        """The bounds with Iceberg's defaults for the sizes not given; JobError naming the
-        option when they do not fit around the target."""
+        """The bounds with Iceberg's defaults for the sizes not given; a ValidationError naming
+        the option (Iceberg's name) when they do not fit around the target."""
         low = int(target * MIN_FRACTION) if min_size is None else min_size
         high = int(target * MAX_FRACTION) if max_size is None else max_size
         if not 0 <= low <= target:
-            raise JobError(
-                f"--min-file-size-bytes {low} must lie between 0 and the target {target}"
+            raise ValidationError(
+                f"min-file-size-bytes {low} must lie between 0 and the target {target}"
             )
         if high < target:
-            raise JobError(f"--max-file-size-bytes {high} must be at least the target {target}")
+            raise ValidationError(
+                f"max-file-size-bytes {high} must be at least the target {target}"
+            )
         return cls(target, low, high)
 
     def write_max_file_size(self) -> int:

@@ -1,9 +1,9 @@
 """Manifest metrics of a Parquet file from its footer, as Iceberg writers record them.
 
-Runs in the Spark task that wrote the file (`arrow_files`), from the footer it still holds:
-record count, size, split offsets and, per column field id, the column size, value, null and
-NaN counts and the lower and upper bounds, in the manifest's single-value binary form. The
-driver never reads data to describe a file.
+Runs in the task that wrote the file (`spark_jobs.writing.arrow_files`), from the footer it
+still holds: record count, size, split offsets and, per column field id, the column size,
+value, null and NaN counts and the lower and upper bounds, in the manifest's single-value
+binary form. The driver never reads data to describe a file.
 
 Metrics modes follow Iceberg's table properties: `write.metadata.metrics.default`
 (`truncate(16)` unless set), `write.metadata.metrics.column.<name>` per column, and, without
@@ -35,12 +35,18 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from icecore.errors import ValidationError
 from icecore.io import FileIO
 from icecore.spec.conversions import (
     to_bytes,
     truncate_lower_bound,
     truncate_upper_bound,
     unscaled_to_decimal,
+)
+from icecore.spec.properties import (
+    DEFAULT_WRITE_METRICS_MODE,
+    METRICS_MAX_INFERRED_COLUMN_DEFAULTS,
+    METRICS_MODE_COLUMN_CONF_PREFIX,
 )
 from icecore.spec.schema import Schema
 from icecore.spec.types import (
@@ -57,11 +63,7 @@ from icecore.spec.types import (
     StructType,
     UUIDType,
 )
-from spark_jobs.common.errors import JobError
 
-DEFAULT_MODE = "write.metadata.metrics.default"
-COLUMN_MODE_PREFIX = "write.metadata.metrics.column."
-MAX_INFERRED = ("write.metadata.metrics.max-inferred-column-defaults", 100)
 FIELD_ID = b"PARQUET:field_id"
 _TRUNCATE = re.compile(r"truncate\((\d+)\)")
 
@@ -70,7 +72,7 @@ _TRUNCATE = re.compile(r"truncate\((\d+)\)")
 class MetricsConfig:
     """Metrics mode per field id: "none", "counts", "full" or "truncate(N)"."""
 
-    default: str = "truncate(16)"
+    default: str = str(DEFAULT_WRITE_METRICS_MODE.default)
     columns: Mapping[int, str] = field(default_factory=dict)
 
     def mode(self, field_id: int) -> str:
@@ -78,16 +80,18 @@ class MetricsConfig:
 
     @classmethod
     def for_table(cls, properties: Mapping[str, str], schema: Schema) -> MetricsConfig:
-        explicit = properties.get(DEFAULT_MODE)
-        default = _check_mode(explicit or "truncate(16)", DEFAULT_MODE)
+        explicit = properties.get(DEFAULT_WRITE_METRICS_MODE.name)
+        default = _check_mode(
+            str(DEFAULT_WRITE_METRICS_MODE.read(properties)), DEFAULT_WRITE_METRICS_MODE.name
+        )
         columns: dict[int, str] = {}
         if explicit is None:
-            limit = int(properties.get(MAX_INFERRED[0], MAX_INFERRED[1]))
+            limit = METRICS_MAX_INFERRED_COLUMN_DEFAULTS.read(properties)
             for _, leaf in _leaves(schema.fields)[limit:]:
                 columns[leaf.field_id] = "none"
         for key, value in properties.items():
-            if key.startswith(COLUMN_MODE_PREFIX):
-                name = key[len(COLUMN_MODE_PREFIX) :]
+            if key.startswith(METRICS_MODE_COLUMN_CONF_PREFIX):
+                name = key[len(METRICS_MODE_COLUMN_CONF_PREFIX) :]
                 try:
                     field_id = schema.find_field(name).field_id
                 except Exception:
@@ -113,7 +117,9 @@ def _check_mode(value: str, key: str) -> str:
     mode = value.strip().lower()
     if mode in ("none", "counts", "full") or _TRUNCATE.fullmatch(mode):
         return mode
-    raise JobError(f"table property {key} must be none, counts, full or truncate(N): {value!r}")
+    raise ValidationError(
+        f"table property {key} must be none, counts, full or truncate(N): {value!r}"
+    )
 
 
 def _leaves(fields: Iterable[NestedField], prefix: str = "") -> list[tuple[str, NestedField]]:

@@ -1,7 +1,7 @@
-"""Which data files a major compaction rewrites, in which groups: planning without Spark.
+"""Which data files a major compaction rewrites, in which groups: planning without an engine.
 
-The plan is made from one snapshot with icecore's planner, after Iceberg's bin-pack planner
-(`SizeBasedFileRewritePlanner`), with the option names of its `rewrite_data_files`:
+The plan is made from one snapshot with icecore's scan planner, after Iceberg's bin-pack
+planner (`SizeBasedFileRewritePlanner`), with the option names of its `rewrite_data_files`:
 
 - a file is a candidate when its size is outside [`min-file-size-bytes`,
   `max-file-size-bytes`] (defaults 0.75x and 1.8x the target), when it is in a spec other
@@ -26,25 +26,27 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
+from icecore.actions.binpack import bin_pack
+from icecore.actions.file_sizes import FileSizeBounds
 from icecore.expressions import BooleanExpression
 from icecore.scan import FileScanTask, TableScan
-from icecore.spec.manifest import DataFile, FileContent, content_key
+from icecore.spec.manifest import DataFile, content_key
 from icecore.table import Table
-from spark_jobs.planning.binpack import bin_pack
-from spark_jobs.planning.sizes import FileSizeBounds
-from spark_jobs.specs.jobs import RewriteDataFilesOptions
-
-TARGET_FILE_SIZE = ("write.target-file-size-bytes", 512 * 1024 * 1024)
 
 
 @dataclass(frozen=True)
 class PlanRules:
-    """What the planner needs beyond the job's options: the size bounds resolved against the
-    table's target, and the spec files are written in."""
+    """The planner's settings (Iceberg's option names, snake-cased): the size bounds resolved
+    against the table's target, the spec files are written in, and what makes a file and a
+    group worth rewriting."""
 
-    options: RewriteDataFilesOptions
     sizes: FileSizeBounds
     output_spec_id: int
+    max_file_group_size_bytes: int
+    min_input_files: int
+    delete_file_threshold: int
+    delete_ratio_threshold: float
+    rewrite_all: bool = False
 
 
 @dataclass
@@ -172,7 +174,7 @@ def group_tasks(tasks: Sequence[FileScanTask], rules: PlanRules) -> list[FileGro
             members,
             lambda t: t.file.file_size_in_bytes,
             lambda t: t.file.file_path,
-            rules.options.max_file_group_size_bytes,
+            rules.max_file_group_size_bytes,
         )
         for packed in packed_groups:
             if _worth_rewriting(packed, rules):
@@ -180,44 +182,33 @@ def group_tasks(tasks: Sequence[FileScanTask], rules: PlanRules) -> list[FileGro
     return groups
 
 
-def _too_many_deletes(t: FileScanTask, options: RewriteDataFilesOptions) -> bool:
-    return len(t.deletes) >= options.delete_file_threshold or (
-        bool(t.deletes) and _delete_ratio(t) >= options.delete_ratio_threshold
+def _too_many_deletes(t: FileScanTask, rules: PlanRules) -> bool:
+    return len(t.deletes) >= rules.delete_file_threshold or (
+        bool(t.deletes) and _delete_ratio(t) >= rules.delete_ratio_threshold
     )
 
 
 def _is_candidate(t: FileScanTask, rules: PlanRules) -> bool:
-    if rules.options.rewrite_all:
+    if rules.rewrite_all:
         return True
     size = t.file.file_size_in_bytes
     return (
         size < rules.sizes.min_size
         or size > rules.sizes.max_size
         or _wrong_spec(t, rules.output_spec_id)
-        or _too_many_deletes(t, rules.options)
+        or _too_many_deletes(t, rules)
     )
 
 
 def _worth_rewriting(group: list[FileScanTask], rules: PlanRules) -> bool:
-    options = rules.options
-    if options.rewrite_all:
+    if rules.rewrite_all:
         return True
     size = sum(t.file.file_size_in_bytes for t in group)
     many = len(group) > 1
     return (
-        (many and len(group) >= options.min_input_files)
+        (many and len(group) >= rules.min_input_files)
         or (many and size > rules.sizes.target)
         or size > rules.sizes.max_size
         or any(_wrong_spec(t, rules.output_spec_id) for t in group)
-        or any(_too_many_deletes(t, options) for t in group)
+        or any(_too_many_deletes(t, rules) for t in group)
     )
-
-
-def content_counts(files: Iterable[DataFile]) -> dict[str, int]:
-    out = {"position": 0, "equality": 0}
-    for f in files:
-        if f.content == FileContent.POSITION_DELETES:
-            out["position"] += 1
-        elif f.content == FileContent.EQUALITY_DELETES:
-            out["equality"] += 1
-    return out

@@ -1,1 +1,0 @@
-"""Committing the rewrite jobs' work: batches, re-planning, cleanup, validated rewrites."""
