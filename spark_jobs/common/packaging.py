@@ -71,15 +71,16 @@ def cache_directory() -> Path:
 def cached_zip(cache_dir: str | os.PathLike[str] | None = None) -> Path:
     """The zip, rebuilt only when a source changes.
 
-    Its name carries a digest of the sources' paths, sizes and modification times and of the
-    Python that compiled them, so concurrent runs share one file and an edited checkout gets
-    a new one; it is written under a temporary name and renamed, so no run ever ships a
-    half-written zip."""
+    Its name carries a digest of the sources' paths and contents and of the Python that
+    compiles them, so concurrent runs share one file, an edited checkout gets a new one, and
+    machines with the same code name it alike (Spark Connect jobs share a server session per
+    name: `spark_jobs.common.connect`); it is written under a temporary name and renamed, so
+    no run ever ships a half-written zip."""
     directory = Path(cache_dir) if cache_dir is not None else cache_directory()
     digest = hashlib.sha256(importlib.util.MAGIC_NUMBER)
     for source in _sources():
-        stat = source.stat()
-        digest.update(f"{source.relative_to(ROOT)}:{stat.st_size}:{stat.st_mtime_ns}\n".encode())
+        digest.update(f"{source.relative_to(ROOT)}\0".encode())
+        digest.update(hashlib.sha256(source.read_bytes()).digest())
     target = directory / f"icefloe-{digest.hexdigest()[:16]}.zip"
     if not target.is_file():
         partial = build_zip(directory / f".{target.name}.{os.getpid()}.tmp")
