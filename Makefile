@@ -1,16 +1,26 @@
-# Two entry points for a new user: `make demo` and `make test` (see README.md).
+# Two entry points for a new user: `make demo` and `make test` (see README.md); `make ui` then
+# opens the demo in the Airflow UI.
 PYTHON ?= python3.11
 VENV := .venv
 BIN := $(VENV)/bin
+UI_PORT ?= 8080
+comma := ,
 
-.PHONY: demo test lint java browser node rest-server spark-connect
+.PHONY: demo ui test lint java browser node rest-server spark-connect
+
+# `$(call quietly,WHAT,COMMAND)`: runs a long, silent COMMAND (pip), saying every 10 s that
+# WHAT is still going, so a first `make demo` is never silent for minutes.
+quietly = echo "$(1)"; ( $(2) ) & pid=$$!; s=0; \
+	while kill -0 $$pid 2>/dev/null; do sleep 1; s=$$((s + 1)); \
+	  [ $$((s % 10)) -ne 0 ] || ! kill -0 $$pid 2>/dev/null || echo "  ... $(1) ($${s}s)"; done; \
+	wait $$pid
 
 $(BIN)/activate: requirements.txt requirements-test.txt pyproject.toml
 	@command -v $(PYTHON) >/dev/null || { echo "$(PYTHON) is required" >&2; exit 1; }
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -r requirements-test.txt
-	$(BIN)/pip install --quiet --no-deps -e .
+	@$(call quietly,pip: upgrading pip,$(BIN)/pip install --quiet --upgrade pip)
+	@$(call quietly,pip: installing Airflow$(comma) Spark and the test tools,$(BIN)/pip install --quiet -r requirements-test.txt)
+	@$(call quietly,pip: installing icefloe,$(BIN)/pip install --quiet --no-deps -e .)
 	@# The editable build leaves icefloe.egg-info in the checkout; from the checkout's root (on
 	@# sys.path in tests and tools) Python would see the package twice, entry points included.
 	rm -rf icefloe.egg-info
@@ -37,6 +47,13 @@ node:
 # self-optimizing DAG maintains the table (local Spark, SQLite catalog and Airflow DB, ./warehouse).
 demo: $(BIN)/activate java
 	$(BIN)/python examples/demo.py warehouse
+
+# The demo's Airflow in the foreground until Ctrl-C: api-server (http://localhost:$(UI_PORT)/),
+# scheduler, dag-processor and triggerer on the home `make demo` wrote (examples/ui.py).
+ui:
+	@test -f warehouse/.airflow/airflow.cfg || { echo "make ui: no demo in ./warehouse yet: run make demo first" >&2; exit 2; }
+	@$(MAKE) -s --no-print-directory $(BIN)/activate
+	@$(BIN)/python examples/ui.py --port $(UI_PORT) warehouse
 
 # A Spark Connect server from the pinned pyspark, in the foreground (Ctrl-C stops it), on
 # 127.0.0.1:$(SPARK_CONNECT_PORT): a job run with SPARK_REMOTE=sc://localhost:$(SPARK_CONNECT_PORT)

@@ -2,25 +2,28 @@
 
     python examples/demo.py [warehouse]        # default ./warehouse
 
-Everything is local and real: an Airflow home under `<warehouse>/.airflow` (its
-`airflow.cfg` points at this checkout's dags/ and plugins/, its SQLite metadata database holds
-the demo's runs and connections), a SQLite Iceberg catalog in the warehouse
-(`<warehouse>/catalog.db`), Spark in local mode through spark-submit. Afterwards
-`AIRFLOW_HOME=<warehouse>/.airflow airflow api-server` serves the same Airflow, with the
-Iceberg page at /icefloe/ (README: "Open the demo in the Airflow UI"). Steps:
+Everything is local and real: an Airflow home under `<warehouse>/.airflow`
+(examples/demo_home.py: its `airflow.cfg` points at this checkout's dags/ and plugins/, its
+SQLite metadata database holds the demo's runs and connections), a SQLite Iceberg catalog in
+the warehouse (`<warehouse>/catalog.db`), Spark in local mode through spark-submit.
+Afterwards `make ui` serves the same Airflow, with the Iceberg page at /icefloe/ (README:
+"Open the demo in the Airflow UI"). Steps:
 
 1. the ingest DAG (`icefloe_ingest`) commits CDC batches (inserts, updates, deletes; keys
    repeated within and across batches) into `demo.events`, partitioned by day: small files,
    equality deletes and position deletes pile up, as they do under streaming ingestion;
-2. the table's health is printed, with the jobs the policy says are due;
+2. the table's health is printed, with the jobs that are due and every point of the score
+   lost (`icefloe_airflow.health_model`, as the Iceberg page and `icefloe health` say it);
 3. the table's self-optimizing DAG (`icefloe_optimize__demo__events`, from
    dags/icefloe_self_optimizing.py with a tables.yaml that lists the table) runs: only the due
-   jobs, in order;
+   jobs, in order; each task is printed as it ends;
 4. the health is printed again, and the table's rows are checked against a plain Python
    model of the CDC batches.
 
-Exit status 1 when a DAG run fails, the rows differ from the model or compaction is still due.
-Each `dag.test()` runs its tasks in this process, like `airflow dags test`.
+Every health check (the DAG's health tasks, each job's end) is recorded in the state store,
+so the table's charts on the Iceberg page have points. Exit status 1 when a DAG run fails, the
+rows differ from the model or compaction is still due. Each `dag.test()` runs its tasks in
+this process, like `airflow dags test`.
 """
 
 from __future__ import annotations
@@ -28,101 +31,26 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import subprocess
 import sys
+import threading
+import time
 import warnings
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-TABLE = "demo.events"
+from demo_home import (  # beside this file
+    ROOT,
+    TABLE,
+    airflow_home,
+    connection_env,
+    environment,
+    migrate_metadata_db,
+    write_config,
+    write_demo_files,
+)
+
 BATCHES = 4
 COMPACTION_JOBS = ("convert_equality_deletes", "rewrite_position_deletes", "rewrite_data_files")
-
-_TABLES_YAML = f"""\
-# Written by `make demo`; dags/tables.yaml documents the format.
-tables:
-  - table: {TABLE}
-    schedule: asset
-"""
-_SPARK_DEFAULTS = """\
-spark.ui.enabled false
-spark.ui.showConsoleProgress false
-spark.sql.shuffle.partitions 4
-"""
-
-
-_AIRFLOW_CFG = """\
-# Written by `make demo`: the demo's Airflow, also for `airflow api-server` afterwards.
-[core]
-dags_folder = {dags}
-plugins_folder = {plugins}
-load_examples = False
-simple_auth_manager_all_admins = True
-
-[database]
-sql_alchemy_conn = sqlite:///{home}/airflow.db
-"""
-
-
-def configure_environment(warehouse: Path) -> Path:
-    """Airflow and Spark settings for a demo under `warehouse`, set before Airflow is imported
-    (Airflow reads its configuration once, at import), and written to the demo's
-    `airflow.cfg` so that an api-server started on the same home sees the same Airflow.
-    Returns AIRFLOW_HOME."""
-    home = warehouse / ".airflow"
-    spark_conf = home / "spark-conf"
-    spark_conf.mkdir(parents=True, exist_ok=True)
-    (spark_conf / "spark-defaults.conf").write_text(_SPARK_DEFAULTS)
-    (home / "airflow.cfg").write_text(
-        _AIRFLOW_CFG.format(dags=ROOT / "dags", plugins=ROOT / "plugins", home=home)
-    )
-    tables = home / "tables.yaml"
-    tables.write_text(_TABLES_YAML)
-    iceberg = {"conn_type": "icefloe", "extra": {"warehouse": str(warehouse)}}
-    os.environ.update(
-        {
-            "AIRFLOW_HOME": str(home),
-            "AIRFLOW__CORE__DAGS_FOLDER": str(ROOT / "dags"),
-            "AIRFLOW__CORE__PLUGINS_FOLDER": str(ROOT / "plugins"),
-            "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-            "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{home}/airflow.db",
-            # Task logs go to the terminal in dag.test(); keep them to warnings and errors.
-            "AIRFLOW__LOGGING__LOGGING_LEVEL": "WARNING",
-            "AIRFLOW_CONN_ICEBERG_DEFAULT": json.dumps(iceberg),
-            "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": "local[2]"}),
-            "ICEFLOE_TABLES_CONFIG": str(tables),
-            "SPARK_CONF_DIR": str(spark_conf),
-            # spark-submit from this virtualenv; its Python workers run this interpreter.
-            "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ["PATH"]]),
-            "PYSPARK_PYTHON": sys.executable,
-            "PYSPARK_DRIVER_PYTHON": sys.executable,
-            "SPARK_LOCAL_IP": "127.0.0.1",
-        }
-    )
-    return home
-
-
-def migrate_metadata_db() -> None:
-    """`airflow db migrate` (idempotent: a second demo run reuses the database), and the
-    demo's connections stored in it, for an api-server started later without this
-    environment."""
-    airflow = Path(sys.executable).parent / "airflow"
-    commands = [["db", "migrate"]]
-    for conn_id in ("iceberg_default", "spark_default"):
-        variable = f"AIRFLOW_CONN_{conn_id.upper()}"
-        commands.append(["connections", "delete", conn_id])
-        commands.append(["connections", "add", conn_id, "--conn-json", os.environ[variable]])
-    for command in commands:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW_CONN_")}
-        done = subprocess.run(
-            [str(airflow), *command], capture_output=True, text=True, check=False, env=env
-        )
-        if done.returncode != 0 and command[1] != "delete":
-            raise SystemExit(
-                f"demo: airflow {' '.join(command[:2])} failed:\n{done.stdout}\n{done.stderr}"
-            )
 
 
 def load_dag(file_name: str, dag_id: str) -> Any:
@@ -142,38 +70,31 @@ def load_dag(file_name: str, dag_id: str) -> Any:
 
 
 def health(table: str) -> dict[str, Any]:
-    """Score, summary and due jobs, decided as the DAG's health task decides them."""
+    """Score, summary, due jobs and the points lost, as the Iceberg page and `icefloe health`
+    decide them (the fleet's policy for the table)."""
+    from icefloe_airflow.health_model import health_summary  # noqa: PLC0415
     from icefloe_airflow.hook import IcebergHook  # noqa: PLC0415
-    from icefloe_airflow.policy import (  # noqa: PLC0415
-        MaintenancePolicy,
-        due_jobs,
-        health_score,
-        health_summary,
-        measure_health,
-    )
-    from icefloe_airflow.tables_config import load_tables_config  # noqa: PLC0415
+    from icefloe_airflow.table_health import check_table, table_policy_of  # noqa: PLC0415
 
-    policy = next(c.policy for c in load_tables_config() if c.table == table)
     hook = IcebergHook()
     try:
-        report = measure_health(hook.load_table(table), policy or MaintenancePolicy())
-        runs = hook.state_store().last_runs(table, state="success")
+        iceberg = hook.load_table(table)
+        policy = table_policy_of(table, iceberg.metadata.properties)
+        report, assessment = check_table(iceberg, table, hook.state_store(), policy, source="demo")
     finally:
         hook.close()
-    last = {job: run.finished_at for job, run in runs.items()}
-    return {
-        "score": health_score(report, policy),
-        "summary": health_summary(report),
-        "due": [d.to_dict() for d in due_jobs(report, policy, last, datetime.now(UTC))],
-    }
+    return {"summary": health_summary(report), **assessment.to_dict()}
 
 
 def print_health(title: str, state: dict[str, Any]) -> None:
+    from spark_jobs.specs.grammar import describe_size  # noqa: PLC0415
+
     s = state["summary"]
     positions, equalities = s["position_delete_records"], s["equality_delete_records"]
+    size = describe_size(s["data_bytes"])
     lines = [
         ("snapshots", s["snapshot_count"]),
-        ("data files", f"{s['data_files']} ({s['data_bytes']} bytes, {s['data_records']} rows)"),
+        ("data files", f"{s['data_files']} ({size}, {s['data_records']} rows)"),
         ("small data files", s["small_files"]),
         ("position delete files", f"{s['position_delete_files']} ({positions} deleted rows)"),
         ("equality delete files", f"{s['equality_delete_files']} ({equalities} deleted keys)"),
@@ -182,13 +103,79 @@ def print_health(title: str, state: dict[str, Any]) -> None:
     ]
     if not state["due"]:
         lines.append(("due", "nothing"))
+    lines.extend(("score", p["text"]) for p in state["penalties"])
     print(f"\n{title}: health score {state['score']}/100")
     for name, value in lines:
         print(f"  {name:23}{value}")
 
 
+class TaskProgress:
+    """Prints each task of a `dag.test()` run as it ends, and every `EVERY_S` seconds which
+    one still runs (an Airflow listener, registered in this process, where dag.test() runs the
+    tasks): a long run is never silent."""
+
+    EVERY_S = 15.0
+
+    def __init__(self) -> None:
+        self.started = time.monotonic()
+        self._said = self.started
+        self._running: tuple[str, float] | None = None
+        self._lock = threading.Lock()
+        threading.Thread(target=self._heartbeat, daemon=True).start()
+
+    def _heartbeat(self) -> None:
+        while True:
+            time.sleep(1.0)
+            with self._lock:
+                now = time.monotonic()
+                if self._running is None or now - self._said < self.EVERY_S:
+                    continue
+                task_id, since = self._running
+                self._said = now
+            print(f"  {task_id:26} running  ({now - since:.0f}s)", flush=True)
+
+    @staticmethod
+    def _name(task_instance: Any) -> str:
+        return str(task_instance.task_id).removeprefix("self_optimizing.")
+
+    def on_task_instance_running(self, previous_state: Any, task_instance: Any) -> None:
+        with self._lock:
+            self._running = (self._name(task_instance), time.monotonic())
+            self._said = time.monotonic()
+
+    def _ended(self, task_instance: Any, state: str) -> None:
+        task_id = self._name(task_instance)
+        with self._lock:
+            since = self._running[1] if self._running else self.started
+            self._running = None
+            self._said = time.monotonic()
+        if not task_id.endswith("_due"):  # the gates: their job's line says it
+            print(f"  {task_id:26} {state:8} ({time.monotonic() - since:.0f}s)", flush=True)
+
+    def on_task_instance_success(self, previous_state: Any, task_instance: Any) -> None:
+        self._ended(task_instance, "success")
+
+    def on_task_instance_failed(
+        self, previous_state: Any, task_instance: Any, error: Any = None
+    ) -> None:
+        self._ended(task_instance, "failed")
+
+
+def listen_to_tasks() -> None:
+    """Register a `TaskProgress` with the task SDK's listener manager (its hook methods marked
+    as Airflow listener hooks), for every dag.test() run that follows."""
+    from airflow.listeners import hookimpl  # noqa: PLC0415
+    from airflow.sdk.listener import get_listener_manager  # noqa: PLC0415
+
+    for name in ("on_task_instance_running", "on_task_instance_success", "on_task_instance_failed"):
+        hookimpl(getattr(TaskProgress, name))
+    progress = TaskProgress()
+    get_listener_manager().add_listener(progress)
+
+
 def run_dag(dag: Any, conf: dict[str, Any] | None = None) -> dict[str, str]:
-    """Run `dag` with dag.test(); its task states in the DAG's order; exit if it failed."""
+    """Run `dag` with dag.test(), its tasks printed as they end; the task states in the DAG's
+    order; exit if it failed."""
     run = dag.test(run_conf=conf)
     by_id = {ti.task_id: str(ti.state) for ti in run.get_task_instances()}
     states = {t.task_id: by_id.get(t.task_id, "none") for t in dag.topological_sort()}
@@ -197,19 +184,33 @@ def run_dag(dag: Any, conf: dict[str, Any] | None = None) -> dict[str, str]:
     return states
 
 
+def prepare(warehouse: Path) -> dict[str, str]:
+    """The demo's Airflow home and metadata database; the environment its processes run in
+    (set in this process too: Airflow reads its configuration once, at import)."""
+    write_config(warehouse)
+    write_demo_files(warehouse)
+    env = environment(warehouse)
+    # Task logs go to the terminal in dag.test(); keep them to warnings and errors.
+    env["AIRFLOW__LOGGING__LOGGING_LEVEL"] = "WARNING"
+    print(f"airflow: metadata database and connections in {airflow_home(warehouse)}", flush=True)
+    migrate_metadata_db(warehouse, env)
+    env.update(connection_env(warehouse))
+    os.environ.update(env)
+    return env
+
+
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     warehouse = Path(args[0] if args else "warehouse").resolve()
     warehouse.mkdir(parents=True, exist_ok=True)
-    configure_environment(warehouse)
-    migrate_metadata_db()
+    prepare(warehouse)
 
     from demo_data import cdc_batches, live_rows  # noqa: PLC0415 (beside this file)
 
-    from icecore.catalog import catalog_from_settings  # noqa: PLC0415
+    from icecore.catalog import SqlCatalog  # noqa: PLC0415
     from icecore.errors import NoSuchTableError  # noqa: PLC0415
 
-    catalog = catalog_from_settings(warehouse=str(warehouse))
+    catalog = SqlCatalog("default", warehouse=warehouse, create=True)
     with contextlib.suppress(NoSuchTableError):
         catalog.drop_table(TABLE, purge=True)
     sources = warehouse / "_demo_sources"
@@ -217,6 +218,7 @@ def main(argv: list[str] | None = None) -> int:
     paths, expected = cdc_batches(sources, BATCHES)
 
     ingest = load_dag("icefloe_jobs.py", "icefloe_ingest")
+    listen_to_tasks()
     for i, path in enumerate(paths):
         print(f"ingest: CDC batch {i + 1}/{len(paths)} into {TABLE} (icefloe_ingest, spark-submit)")
         conf = {"table": TABLE, "source": str(path), "mode": "cdc", "key": "id"}
@@ -234,9 +236,9 @@ def main(argv: list[str] | None = None) -> int:
     dag_id = optimize_dag_id(TABLE)
     print(f"\nself-optimizing: {dag_id} (only the due jobs run, one spark-submit each)")
     states = run_dag(load_dag("icefloe_self_optimizing.py", dag_id))
-    for task_id, state in states.items():
-        if not task_id.endswith("_due"):
-            print(f"  {task_id.removeprefix('self_optimizing.'):26} {state}")
+    skipped = [t.removeprefix("self_optimizing.") for t, s in states.items() if s == "skipped"]
+    if skipped:
+        print(f"  not due, skipped: {', '.join(skipped)}")
 
     after = health(TABLE)
     print_health(f"{TABLE} after maintenance", after)
@@ -263,6 +265,7 @@ def main(argv: list[str] | None = None) -> int:
     if still_due:
         print(f"demo: still due after maintenance: {still_due}", file=sys.stderr)
         return 1
+    print("\nnext: make ui   (the Airflow UI and the Iceberg page of this demo)")
     return 0
 
 

@@ -116,7 +116,9 @@ class SqlCatalog(MetastoreCatalog):
 
     `uri` is a SQLAlchemy URL (`postgresql+psycopg2://user@host:5432/db`); without one the
     catalog is the SQLite file `<warehouse>/catalog.db`. `properties` are catalog properties
-    (FileIO settings and such); `warehouse` is where new tables go.
+    (FileIO settings and such); `warehouse` is where new tables go. `create=False` opens only
+    a catalog that exists: a missing warehouse directory or SQLite file is refused, naming
+    it, and nothing is created (a mistyped path must not become an empty catalog).
     """
 
     def __init__(
@@ -127,6 +129,7 @@ class SqlCatalog(MetastoreCatalog):
         properties: Mapping[str, str] | None = None,
         *,
         io: FileIO | None = None,
+        create: bool = True,
     ) -> None:
         props = dict(properties or {})
         if warehouse is not None:
@@ -135,7 +138,9 @@ class SqlCatalog(MetastoreCatalog):
         if uri:
             self.uri = sqlalchemy_uri(uri, self.properties)
         else:
-            self.uri = _default_sqlite_uri(self.properties.get(WAREHOUSE))
+            self.uri = _default_sqlite_uri(self.properties.get(WAREHOUSE), create)
+        if not create:
+            _require_sqlite_file(self.uri)
         key, default = SQLITE_BUSY_TIMEOUT
         self.engine = _create_engine(self.uri, int(self.properties.get(key, default)) / 1000)
         self._has_type_column = self._ensure_schema()
@@ -553,7 +558,7 @@ def sqlalchemy_uri(uri: str, properties: Mapping[str, str] | None = None) -> str
     return uri
 
 
-def _default_sqlite_uri(warehouse: str | None) -> str:
+def _default_sqlite_uri(warehouse: str | None, create: bool) -> str:
     if not warehouse:
         raise CatalogError("a SqlCatalog needs a database uri or a local warehouse directory")
     path = urlsplit(warehouse).path if warehouse.startswith("file:") else warehouse
@@ -561,8 +566,20 @@ def _default_sqlite_uri(warehouse: str | None) -> str:
         raise CatalogError(
             f"warehouse {warehouse} is not local: pass the catalog database uri explicitly"
         )
-    os.makedirs(path, exist_ok=True)
+    if create:
+        os.makedirs(path, exist_ok=True)
+    elif not os.path.isdir(path):
+        raise CatalogError(f"warehouse directory {path} does not exist")
     return f"sqlite:///{path}/{SQLITE_FILE}"
+
+
+def _require_sqlite_file(uri: str) -> None:
+    """A SQLite catalog's file must exist (SQLite would create an empty one on connect)."""
+    url = make_url(uri)
+    if url.get_backend_name() != "sqlite" or url.database in (None, "", ":memory:"):
+        return
+    if not os.path.isfile(url.database):
+        raise CatalogError(f"no catalog database {url.database}: the file does not exist")
 
 
 def _create_engine(uri: str, sqlite_busy_timeout_s: float) -> Engine:

@@ -1,14 +1,18 @@
 """The history of table health checks in icefloe's state store, and the queries the UI runs
 over it.
 
-The fleet DAG checks the health of every table of a catalog and records each check here, one
-row per table and check: when, the table's metadata location, the score (0..100) and its
-inputs, and the jobs that were due. The UI reads it instead of opening thousands of tables:
-the latest check of each table pages, sorts and searches in SQL, and a table's checks over
-time draw its charts. Bytes rewritten come from the run history (`icefloe_airflow.state`), where
-every rewrite job already records `rewritten_bytes` in its result.
+Every check of a table's health is recorded here, one row per table and check: when, the
+table's metadata location, the score (0..100) and its inputs, and the jobs that were due. The
+fleet DAG and `icefloe health` record every table of a catalog they check; the
+self-optimizing DAG's health tasks, every job run through Airflow (once it succeeded) and the
+Iceberg page's live reads (when the table changed since its latest check) record theirs, so
+each table the platform looks at has a history to chart. The UI reads it instead of opening
+thousands of tables: the latest check of each table pages, sorts and searches in SQL, and a
+table's checks over time draw its charts. Bytes rewritten come from the run history
+(`icefloe_airflow.state`), where every rewrite job already records `rewritten_bytes` in its
+result.
 
-`HEALTH_CHECKS` is the one definition of the table, for the writers (the fleet core) and the
+`HEALTH_CHECKS` is the one definition of the table, for the writers (all of the above) and the
 reader (the UI) alike; it is created on first use, like the state store's other tables.
 Columns, all portable between SQLite and PostgreSQL:
 
@@ -17,10 +21,11 @@ Columns, all portable between SQLite and PostgreSQL:
 - `metadata_location` (nullable): lets a checker skip a table whose metadata is unchanged;
 - `score` (float 0..100, 100 = nothing to do);
 - `due_json`: the JSON list of the job names that were due;
-- `inputs_json`: the JSON object of the score's inputs (`data_files`, `small_files`,
-  `delete_files`, `delete_records`, `total_bytes`, `equality_deletes`, `size_histogram` as a
-  list of `[upper_bound_bytes, count]`, ...). Writers pass Python lists and dicts; keys the
-  UI does not know are kept and ignored.
+- `inputs_json`: the JSON object of the score's inputs (`report_inputs`: `data_files`,
+  `small_files`, `delete_files`, `delete_records`, `total_bytes`, `equality_deletes`,
+  `size_histogram` as a list of `[upper_bound_bytes, count]`, every job's `decisions` and the
+  `penalties` that explain the score, `source`: who checked). Writers pass Python lists and
+  dicts; keys the UI does not know are kept and ignored.
 
 Sorting by size or by the number of due jobs reads inside the JSON columns (JSON_EXTRACT on
 SQLite, `->>` on PostgreSQL): that touches only the latest check per table, a few thousand
@@ -35,7 +40,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import (
     JSON,
@@ -54,13 +59,19 @@ from sqlalchemy import (
     func,
     insert,
     inspect,
+    or_,
     select,
     tuple_,
 )
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.sql.elements import ColumnElement
 
+from icefloe_airflow.health_model import Assessment, health_summary
+from icefloe_airflow.policy import MaintenancePolicy
 from icefloe_airflow.state import RUNS, MaintenanceStore
+
+if TYPE_CHECKING:
+    from icecore.health import HealthReport
 
 _METADATA = MetaData()
 HEALTH_CHECKS = Table(
@@ -79,6 +90,7 @@ HEALTH_CHECKS = Table(
     Index("ix_icefloe_health_checks_table_time", "catalog", "table_name", "checked_at_ms"),
 )
 
+FLEET_SOURCE = "fleet"  # `source` of the checks the fleet DAG and `icefloe health` record
 INGEST_JOB = "ingest"  # ingestion is recorded as a run too, but it is not maintenance
 BAND_WIDTH = 10  # score bands 0-9, 10-19, ..., 90-100
 SORT_KEYS = ("score", "size", "due", "last_run", "table")
@@ -151,6 +163,54 @@ def record_checks(engine: Engine, catalog: str, checks: Iterable[HealthCheck]) -
         with engine.begin() as conn:
             conn.execute(insert(HEALTH_CHECKS), rows)
     return len(rows)
+
+
+def report_inputs(
+    report: HealthReport, policy: MaintenancePolicy, assessment: Assessment
+) -> dict[str, Any]:
+    """A measured table's `inputs` (the keys the UI's charts, sorts and explanations read), the
+    same whoever checked it."""
+    totals = report.totals
+    deletes = (totals.position_deletes, totals.equality_deletes, totals.deletion_vectors)
+    return {
+        "data_files": totals.data.files,
+        "small_files": totals.small_data.files,
+        "total_bytes": totals.data.bytes,
+        "delete_files": sum(d.files for d in deletes),
+        "delete_records": sum(d.records for d in deletes),
+        "equality_deletes": totals.equality_deletes.files,
+        "size_histogram": report.size_histogram_bounds(),
+        "health": health_summary(report),
+        "policy": policy.to_dict(),
+        "decisions": [d.to_dict() for d in assessment.decisions],
+        "penalties": [p.to_dict() for p in assessment.penalties],
+    }
+
+
+def assessed_check(
+    table: str,
+    report: HealthReport,
+    policy: MaintenancePolicy,
+    assessment: Assessment,
+    *,
+    source: str,
+    metadata_location: str | None,
+) -> HealthCheck:
+    """The history row of one table measured and assessed now (`source`: who checked: `health
+    task`, `job`, `page`)."""
+    return HealthCheck(
+        table=table,
+        checked_at_ms=report.computed_at_ms,
+        score=float(assessment.score),
+        due=[d.job for d in assessment.due],
+        inputs={**report_inputs(report, policy, assessment), "source": source},
+        metadata_location=metadata_location,
+    )
+
+
+def latest_check(engine: Engine, catalog: str, table: str) -> HealthCheck | None:
+    checks = table_checks(engine, catalog, table, limit=1)
+    return checks[0] if checks else None
 
 
 def _check(row: Any) -> HealthCheck:
@@ -372,12 +432,15 @@ def catalogs(engine: Engine) -> list[str]:
         return sorted(conn.execute(select(HEALTH_CHECKS.c.catalog).distinct()).scalars())
 
 
-def checked_tables(engine: Engine, catalog: str) -> set[str]:
-    """The tables of `catalog` with at least one recorded check."""
-    h = HEALTH_CHECKS.c
+def fleet_tables(engine: Engine, catalog: str) -> set[str]:
+    """The tables of `catalog` whose latest check a fleet made (`source` fleet, or none: the
+    fleet's rows before checks named their source): the page lists them from their checks,
+    and reads the others live. Reads the latest row per table only."""
+    latest = _latest().where(HEALTH_CHECKS.c.catalog == catalog).subquery("latest")
+    source = latest.c.inputs_json["source"].as_string()
+    stmt = select(latest.c.table_name).where(or_(source.is_(None), source == FLEET_SOURCE))
     with engine.connect() as conn:
-        rows = conn.execute(select(h.table_name).where(h.catalog == catalog).distinct())
-        return set(rows.scalars())
+        return set(conn.execute(stmt).scalars())
 
 
 def table_catalogs(engine: Engine, table: str) -> list[str]:

@@ -1,13 +1,12 @@
-"""What a table needs, decided from its health report: Amoro's self-optimizing triggers, inside
-Airflow.
+"""The maintenance policy of a table: Amoro's self-optimizing triggers, inside Airflow.
 
 Apache Amoro runs a separate service that watches each table and starts "minor" optimizing
 (small and delete files) or "major" optimizing (rewriting data files that carry many deletes)
 when thresholds are crossed. We take the same decisions from `icecore.health.HealthReport`,
-which reads metadata only, so deciding costs no Spark job. The jobs run in `JOB_ORDER`:
-equality deletes are converted first (so later steps see position deletes), delete files are
-compacted, data files rewritten, and only then are snapshots expired and orphans removed (so
-the files the compaction replaced can go).
+which reads metadata only, so deciding costs no Spark job (`icefloe_airflow.health_model`).
+The jobs run in `JOB_ORDER`: equality deletes are converted first (so later steps see
+position deletes), delete files are compacted, data files rewritten, and only then are
+snapshots expired and orphans removed (so the files the compaction replaced can go).
 
 Defaults and where they come from:
 
@@ -40,28 +39,17 @@ Defaults and where they come from:
 - `orphan_older_than = 3 days`: Iceberg's `remove_orphan_files` default `older_than`, which
   keeps files of commits still in flight safe.
 
-Health score (0..100, 100 = nothing to do) = 100 minus these penalties, each capped:
-
-- up to 30 for excess data files: 30 x (files beyond the ideal count) / files, where a
-  partition's ideal count is ceil(bytes / target file size), at least 1;
-- up to 30 for deletes that readers apply: 30 x min(1, live delete ratio / major_delete_ratio),
-  using the worst partition's ratio;
-- up to 15 for delete-file count: 15 x min(1, most delete files in one partition /
-  minor_file_count);
-- 10 when any equality delete is live;
-- 5 when any delete file dangles;
-- 10 when snapshots older than `max_snapshot_age` exist beyond `retain_last`.
+Which jobs are due and the health score come from these thresholds by one set of rules:
+`icefloe_airflow.health_model`.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import math
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from datetime import timedelta
+from typing import Any
 
 from spark_jobs.specs.grammar import (
     DURATION_EXAMPLE,
@@ -70,10 +58,6 @@ from spark_jobs.specs.grammar import (
     parse_ratio,
     parse_size,
 )
-
-if TYPE_CHECKING:
-    from icecore.health import FileHealth, HealthReport
-    from icecore.table import Table
 
 JOB_ORDER = (
     "convert_equality_deletes",
@@ -211,243 +195,3 @@ def _convert(key: str, value: Any, default: Any) -> Any:
     if expected is int and value != int(value):
         raise ValueError(f"{key}: expected a whole number, got {value!r}")
     return expected(value)
-
-
-@dataclass(frozen=True)
-class JobDecision:
-    """Whether a job is due on a table, and why (or why not)."""
-
-    job: str
-    due: bool
-    reason: str
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"job": self.job, "due": self.due, "reason": self.reason}
-
-
-@dataclass(frozen=True)
-class DueJob:
-    """A job the policy wants run, and why (shown in logs, XCom and the UI)."""
-
-    job: str
-    reason: str
-
-    def to_dict(self) -> dict[str, str]:
-        return {"job": self.job, "reason": self.reason}
-
-
-def measure_health(table: Table, policy: MaintenancePolicy) -> HealthReport:
-    """The table's health report measured with the policy's small-file definition."""
-    return table.health(
-        small_file_fraction=policy.min_target_size_ratio,
-        target_file_size_bytes=policy.target_file_size_bytes,
-    )
-
-
-def _live_delete_files(health: FileHealth) -> int:
-    """Delete files a delete compaction can merge: not DVs (see the module docstring)."""
-    return health.position_deletes.files + health.equality_deletes.files
-
-
-def _live_delete_ratio(health: FileHealth) -> float:
-    """Delete records that still apply, per data record (0 without data)."""
-    if health.data.records == 0:
-        return 0.0
-    live = (
-        health.delete_records
-        - health.dangling_position_deletes.records
-        - health.dangling_equality_deletes.records
-        - health.dangling_deletion_vectors.records
-    )
-    return max(0, live) / health.data.records
-
-
-def _expirable(report: HealthReport, policy: MaintenancePolicy) -> bool:
-    age_ms = report.oldest_snapshot_age_ms
-    return (
-        report.snapshot_count > policy.retain_last
-        and age_ms is not None
-        and age_ms >= policy.max_snapshot_age.total_seconds() * 1000
-    )
-
-
-def _ago(delta: timedelta) -> str:
-    """`3d4h`, `12m`: the two largest units of a past interval, for reasons."""
-    text = format_duration(timedelta(seconds=max(0, round(delta.total_seconds()))))
-    parts = re.findall(r"\d+[a-z]+", text)
-    return "".join(parts[:2])
-
-
-def _cadence(last: datetime | None, interval: timedelta, now: datetime) -> tuple[bool, str]:
-    if last is None:
-        return True, "never ran successfully"
-    if now - last >= interval:
-        return True, f"last success {_ago(now - last)} ago, every {format_duration(interval)}"
-    return False, f"last success {_ago(now - last)} ago, every {format_duration(interval)}"
-
-
-def job_decisions(
-    report: HealthReport,
-    policy: MaintenancePolicy,
-    last_runs: Mapping[str, datetime | None],
-    now: datetime,
-) -> list[JobDecision]:
-    """Every maintenance job, in `JOB_ORDER`: due or not, and why either way (a skipped job
-    says why it was skipped).
-
-    `last_runs` maps a job to when it last succeeded on this table (missing or None: never);
-    only the cadence jobs (expiry, orphan removal) look at it, since the health report already
-    shows whether compaction is needed.
-    """
-    totals = report.totals
-    target = policy.target_file_size_bytes or report.target_file_size_bytes
-    decisions: dict[str, tuple[bool, str]] = {}
-
-    if totals.equality_deletes.files:
-        decisions["convert_equality_deletes"] = (
-            True,
-            f"{totals.equality_deletes.files} live equality delete file(s) "
-            f"({totals.equality_deletes.records} keys)",
-        )
-    else:
-        decisions["convert_equality_deletes"] = (False, "no live equality delete files")
-
-    minor = [p for p in report.partitions if _live_delete_files(p) >= policy.minor_file_count]
-    most = max(report.partitions, key=_live_delete_files, default=None)
-    if minor:
-        worst = max(minor, key=_live_delete_files)
-        decisions["rewrite_position_deletes"] = (
-            True,
-            f"{len(minor)} partition(s) hold >= {policy.minor_file_count} delete files "
-            f"(most: {worst.path or 'unpartitioned'} with {_live_delete_files(worst)})",
-        )
-    elif report.format_version >= 3 and totals.position_deletes.files:
-        decisions["rewrite_position_deletes"] = (
-            True,
-            f"{totals.position_deletes.files} position delete file(s) of a v3 table to turn "
-            "into deletion vectors",
-        )
-    elif totals.dangling_delete_files:
-        decisions["rewrite_position_deletes"] = (
-            True,
-            f"{totals.dangling_delete_files} dangling delete file(s) apply to no live data",
-        )
-    else:
-        count = _live_delete_files(most) if most is not None else 0
-        decisions["rewrite_position_deletes"] = (
-            False,
-            f"no partition holds {policy.minor_file_count} delete files (most: {count}), "
-            "none dangling",
-        )
-
-    major: list[str] = []
-    for p in report.partitions:
-        name = p.path or "unpartitioned"
-        ratio = _live_delete_ratio(p)
-        if ratio > policy.major_delete_ratio:
-            major.append(
-                f"{name}: deletes are {ratio:.0%} of rows > {policy.major_delete_ratio:.0%}"
-            )
-        elif p.small_data.files >= policy.minor_file_count:
-            major.append(f"{name}: {p.small_data.files} small files >= {policy.minor_file_count}")
-        elif p.small_data.files >= 2 and p.small_data.bytes >= target:
-            major.append(
-                f"{name}: {p.small_data.files} small files add up to {p.small_data.bytes} bytes "
-                f">= target {target}"
-            )
-    if major:
-        more = f" (+{len(major) - 3} more partitions)" if len(major) > 3 else ""
-        decisions["rewrite_data_files"] = (True, "; ".join(major[:3]) + more)
-    else:
-        decisions["rewrite_data_files"] = (
-            False,
-            f"no partition has deletes over {policy.major_delete_ratio:.0%} of its rows, "
-            f"{policy.minor_file_count} small files, or small files adding up to a target file",
-        )
-
-    if report.snapshot_id is None:
-        decisions["expire_snapshots"] = (False, "the table has no snapshot")
-        decisions["remove_orphan_files"] = (False, "the table has no snapshot")
-    else:
-        if _expirable(report, policy):
-            due, why = _cadence(last_runs.get("expire_snapshots"), policy.expire_interval, now)
-            decisions["expire_snapshots"] = (
-                due,
-                f"{report.snapshot_count} snapshots, the oldest older than "
-                f"{format_duration(policy.max_snapshot_age)}; {why}",
-            )
-        else:
-            decisions["expire_snapshots"] = (
-                False,
-                f"{report.snapshot_count} snapshot(s), none older than "
-                f"{format_duration(policy.max_snapshot_age)} beyond the last "
-                f"{policy.retain_last} kept",
-            )
-        due, why = _cadence(last_runs.get("remove_orphan_files"), policy.orphan_interval, now)
-        decisions["remove_orphan_files"] = (due, why)
-
-    return [JobDecision(job, *decisions[job]) for job in JOB_ORDER]
-
-
-def due_jobs(
-    report: HealthReport,
-    policy: MaintenancePolicy,
-    last_runs: Mapping[str, datetime | None],
-    now: datetime,
-) -> list[DueJob]:
-    """The jobs the table needs now, in `JOB_ORDER`, each with the reason."""
-    return [DueJob(d.job, d.reason) for d in job_decisions(report, policy, last_runs, now) if d.due]
-
-
-def health_score(report: HealthReport, policy: MaintenancePolicy) -> int:
-    """0..100, 100 = nothing to do; the formula is in the module docstring."""
-    target = policy.target_file_size_bytes or report.target_file_size_bytes
-    penalty = 0.0
-
-    files = report.totals.data.files
-    if files:
-        ideal = sum(
-            max(1, math.ceil(p.data.bytes / target)) for p in report.partitions if p.data.files
-        )
-        penalty += 30 * max(0, files - ideal) / files
-
-    worst_ratio = max((_live_delete_ratio(p) for p in report.partitions), default=0.0)
-    penalty += 30 * min(1.0, worst_ratio / policy.major_delete_ratio)
-
-    most_deletes = max((_live_delete_files(p) for p in report.partitions), default=0)
-    penalty += 15 * min(1.0, most_deletes / policy.minor_file_count)
-
-    if report.totals.equality_deletes.files:
-        penalty += 10
-    if report.totals.dangling_delete_files:
-        penalty += 5
-    if _expirable(report, policy):
-        penalty += 10
-    return max(0, min(100, round(100 - penalty)))
-
-
-def health_summary(report: HealthReport) -> dict[str, Any]:
-    """The numbers the DAGs log and the UI shows, JSON-friendly (no per-partition detail)."""
-    totals = report.totals
-    return {
-        "table": report.table,
-        "snapshot_id": report.snapshot_id,
-        "snapshot_count": report.snapshot_count,
-        "oldest_snapshot_age_ms": report.oldest_snapshot_age_ms,
-        "partitions": len(report.partitions),
-        "data_files": totals.data.files,
-        "data_bytes": totals.data.bytes,
-        "data_records": totals.data.records,
-        "small_files": totals.small_data.files,
-        "small_bytes": totals.small_data.bytes,
-        "position_delete_files": totals.position_deletes.files,
-        "position_delete_records": totals.position_deletes.records,
-        "equality_delete_files": totals.equality_deletes.files,
-        "equality_delete_records": totals.equality_deletes.records,
-        "deletion_vectors": totals.deletion_vectors.files,
-        "deletion_vector_records": totals.deletion_vectors.records,
-        "dangling_delete_files": totals.dangling_delete_files,
-        "delete_ratio": totals.delete_ratio,
-        "target_file_size_bytes": report.target_file_size_bytes,
-        "small_file_threshold_bytes": report.small_file_threshold_bytes,
-    }

@@ -10,8 +10,9 @@ The connection type is `icefloe`, not `iceberg`: Apache Airflow's own Iceberg pr
 connection by its id, an `iceberg` one as that provider does (see `icefloe_airflow.hook`).
 
 The config section `[icefloe]` declares `state_uri`, where the state store lives (see
-`icefloe_airflow.state`); declared here, Airflow lists it (`airflow config list`), knows its
-default and treats it as sensitive (`AIRFLOW__ICEFLOE__STATE_URI_SECRET`, `_CMD`).
+`icefloe_airflow.state`), and `tables_config`, the tables.yaml to read; declared here,
+Airflow lists them (`airflow config list`), knows their defaults and treats the state URI as
+sensitive (`AIRFLOW__ICEFLOE__STATE_URI_SECRET`, `_CMD`).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ CONNECTION_TYPE = "icefloe"
 # provider info, which every Airflow process does, imports nothing more.
 CONFIG_SECTION = "icefloe"
 STATE_URI_OPTION = "state_uri"
+TABLES_CONFIG_OPTION = "tables_config"
 DEFAULT_STATE_FILE = "icefloe_state.db"
 
 
@@ -127,7 +129,16 @@ def get_provider_info() -> dict[str, Any]:
                         "example": "postgresql+psycopg2://icefloe@db:5432/icefloe",
                         "default": "",
                         "sensitive": True,
-                    }
+                    },
+                    TABLES_CONFIG_OPTION: {
+                        "description": "The tables config (tables.yaml: the self-optimizing "
+                        "DAGs' tables, the fleets, the policy layers). $ICEFLOE_TABLES_CONFIG "
+                        "wins over it; empty: tables.yaml in the dags folder.",
+                        "version_added": "0.1.0",
+                        "type": "string",
+                        "example": "/opt/airflow/config/tables.yaml",
+                        "default": "",
+                    },
                 },
             }
         },

@@ -7,8 +7,9 @@
            -> remove_orphan_files_due     -> remove_orphan_files
            -> health_after
 
-`health` measures the table (metadata only, no Spark) and lists the due jobs with their
-reasons (`icefloe_airflow.policy.due_jobs`). Each `<job>_due` gate lets its job run only when
+`health` measures the table (metadata only, no Spark), lists the due jobs with their reasons
+and the points its score lost (`icefloe_airflow.health_model`), and records the check in the
+health history the Iceberg page charts. Each `<job>_due` gate lets its job run only when
 the job is due; a gate that says no skips its job alone, and the next gate still runs (trigger
 rule `none_failed`), so the jobs that are due run one after the other in `JOB_ORDER` while a
 failure stops the chain. `health_after` records what the maintenance achieved.

@@ -33,6 +33,7 @@ import yaml
 from croniter import croniter
 
 from icefloe_airflow.policy import JOB_ORDER, MaintenancePolicy
+from icefloe_airflow.provider_info import CONFIG_SECTION, TABLES_CONFIG_OPTION
 
 CONFIG_ENV = "ICEFLOE_TABLES_CONFIG"
 ASSET_SCHEDULE = "asset"
@@ -80,12 +81,16 @@ class TableConfig:
 
 
 def default_config_path() -> Path:
-    """`$ICEFLOE_TABLES_CONFIG`, else `tables.yaml` in Airflow's dags folder."""
+    """`$ICEFLOE_TABLES_CONFIG`, else Airflow's `[icefloe] tables_config`, else `tables.yaml`
+    in Airflow's dags folder."""
     configured = os.environ.get(CONFIG_ENV)
     if configured:
         return Path(configured)
     from airflow.sdk import conf  # noqa: PLC0415 (only when no path is configured)
 
+    configured = conf.get(CONFIG_SECTION, TABLES_CONFIG_OPTION, fallback="").strip()
+    if configured:
+        return Path(configured)
     return Path(conf.get("core", "dags_folder")) / "tables.yaml"
 
 

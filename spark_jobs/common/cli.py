@@ -32,8 +32,10 @@ the server session, shared by the jobs of one code version, stays open when the 
 
 Order of work: the options are parsed and checked first (a bad value exits 2 with one line
 naming the flag, and no Spark JVM is ever started nor any server contacted), then the catalog
-is opened, then the job runs, given a Spark session it starts (or connects) when its work needs
-one (`spark_jobs.common.session.OnDemandSession`).
+is opened (a warehouse directory or SQLite catalog that does not exist is refused in one line
+naming it, and nothing is created, except by `ingest --create`), then the job runs, given a
+Spark session it starts (or connects) when its work needs one
+(`spark_jobs.common.session.OnDemandSession`).
 
 Output: the last line on stdout is one JSON object with the job's result counters, so a
 scheduler can parse it whatever Spark printed before; a runner that sets
@@ -76,13 +78,15 @@ EXIT_USAGE = 2
 _MAX_CAUSE = 1000
 
 
-def open_catalog(args: CatalogArgs) -> Catalog:
-    """The catalog the shared options describe; secrets only from the environment."""
+def open_catalog(args: CatalogArgs, *, create: bool = False) -> Catalog:
+    """The catalog the shared options describe; secrets only from the environment. A missing
+    warehouse directory or SQLite catalog is refused naming the path, and nothing is created,
+    unless `create` (only `ingest --create` makes a catalog: a mistyped path must not)."""
     try:
         settings = catalog_settings(args)
     except ValueError as exc:
         raise JobError(str(exc)) from None
-    return catalog_from_settings(**settings)
+    return catalog_from_settings(**settings, create=create)
 
 
 def one_line(exc: BaseException) -> str:
@@ -142,7 +146,7 @@ def run_job(job: str, argv: Sequence[str]) -> Mapping[str, Any]:
     from spark_jobs.common.session import job_session  # noqa: PLC0415 (after the check)
 
     module = importlib.import_module(f"spark_jobs.{job}")
-    catalog = open_catalog(args.catalog)
+    catalog = open_catalog(args.catalog, create=bool(getattr(args.options, "create", False)))
     try:
         return dict(module.run(job_session(f"icefloe-{job}", remote), catalog, args.options))
     finally:

@@ -12,11 +12,13 @@ command line, the Airflow form and the Python API refuse a value in the same wor
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
 import os
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NoReturn
 
 from spark_jobs.specs.options import BOOLEAN, JobOptions, JobSpec, Option, OptionError
 
@@ -135,6 +137,45 @@ def add_catalog_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--warehouse", metavar="PATH_OR_URI", help="where new tables go")
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """A parser whose mistakes are one line (no usage dump): an unknown flag with the closest
+    known one, a missing value named with its flag. Raises SystemExit with the line as its
+    code, so a runner can record it as the cause (a job's `main`) or print it (`icefloe`);
+    `--help` prints the whole usage as usual."""
+
+    def error(self, message: str) -> NoReturn:
+        raise SystemExit(f"{self.prog}: {self.in_words(message)}")
+
+    def in_words(self, message: str) -> str:
+        """argparse's message, an unrecognized flag with a suggestion (`--target-size`: did
+        you mean `--target-file-size-bytes`?)."""
+        prefix = "unrecognized arguments: "
+        if message.startswith(prefix):
+            return unknown_flag(message.removeprefix(prefix).split(), self.known_flags())
+        choice = re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)$", message)
+        if choice:
+            given, known = choice.group(1), re.findall(r"[\w.-]+", choice.group(2))
+            close = difflib.get_close_matches(given, known, n=1, cutoff=0.5)
+            if close:
+                return f"{message}; did you mean {close[0]}?"
+        return message
+
+    def known_flags(self) -> list[str]:
+        return [flag for flag in self._option_string_actions if flag.startswith("--")]
+
+
+def unknown_flag(arguments: Sequence[str], known: Sequence[str]) -> str:
+    """One line for arguments no flag takes: the first unknown flag and the closest known one,
+    or the stray value."""
+    flags = [a for a in arguments if a.startswith("-")]
+    if not flags:
+        return f"unexpected argument {arguments[0]!r} (a value without its flag?)"
+    flag = flags[0].split("=", 1)[0]
+    close = difflib.get_close_matches(flag, known, n=1, cutoff=0.5)
+    hint = f"; did you mean {close[0]}?" if close else " (--help lists the flags)"
+    return f"unknown flag {flag}{hint}"
+
+
 def _metavar(option: Option) -> str:
     return option.kind.name.upper().replace(" ", "_")
 
@@ -148,7 +189,7 @@ def _help(option: Option) -> str:
 def build_parser(spec: JobSpec) -> argparse.ArgumentParser:
     """The job's parser; options not given stay out of the namespace, so the options
     class's defaults apply."""
-    parser = argparse.ArgumentParser(prog=spec.name, description=f"{spec.summary}.")
+    parser = OneLineParser(prog=spec.name, description=f"{spec.summary}.")
     add_catalog_options(parser)
     group = parser.add_argument_group(spec.name)
     for option in spec.options.options():
@@ -179,8 +220,8 @@ def pop_catalog_args(namespace: dict[str, Any]) -> CatalogArgs:
 
 
 def parse_job_args(spec: JobSpec, argv: Sequence[str] | None) -> JobArgs:
-    """The catalog and the checked options; SystemExit(2) from argparse for a malformed
-    command line, OptionError for a value the job cannot take."""
+    """The catalog and the checked options; SystemExit with one line (`OneLineParser`) for a
+    malformed command line, OptionError for a value the job cannot take."""
     namespace = vars(build_parser(spec).parse_args(argv))
     catalog = pop_catalog_args(namespace)
     for option in spec.options.options():

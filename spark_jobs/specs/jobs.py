@@ -415,8 +415,9 @@ class RemoveOrphanFilesOptions(JobOptions):
             raise OptionError(
                 self.option_named("older_than"),
                 f"{self.older_than} is later than {grammar.format_duration_ms(self.min_age)} "
-                "ago: files of commits in progress would be deleted; pass --force if nothing "
-                "else writes to the table",
+                "ago: files of commits in progress would be deleted",
+                force=self.option_named("force"),
+                force_why="if nothing else writes to the table",
             )
 
 

@@ -30,12 +30,31 @@ _MISSING = dataclasses.MISSING
 
 
 class OptionError(ValueError):
-    """A value an option cannot take; the message names the option's flag (or form title)."""
+    """A value an option cannot take; the message names the option's flag (a form names its
+    title, `in_words`). `force`: the job's switch that would let a harmful value through,
+    and `force_why` when to use it; each caller says how to set it (`--force` on a command
+    line, the form's "Force" switch)."""
 
-    def __init__(self, option: Option, problem: str) -> None:
-        super().__init__(f"{option.flag}: {problem}")
+    def __init__(
+        self,
+        option: Option,
+        problem: str,
+        *,
+        force: Option | None = None,
+        force_why: str = "to do it anyway",
+    ) -> None:
         self.option = option
         self.problem = problem
+        self.force = force
+        self.force_why = force_why
+        super().__init__(f"{option.flag}: {self.in_words(f'pass {force.flag}' if force else '')}")
+
+    def in_words(self, set_force: str) -> str:
+        """The problem, and how to force it through in the caller's words (`set_force`: `pass
+        --force`, `switch on "Force"`)."""
+        if self.force is None:
+            return self.problem
+        return f"{self.problem}; {set_force} {self.force_why}"
 
 
 @dataclass(frozen=True)
@@ -318,14 +337,13 @@ class JobOptions:
             typed = opt.parse(value)
             if typed is not value:
                 object.__setattr__(self, opt.name, typed)
-        force = self.force_option
-        forced = bool(getattr(self, force)) if force else False
+        force = self.option_named(self.force_option) if self.force_option else None
+        forced = bool(getattr(self, force.name)) if force else False
         for opt in self.options():
             value = getattr(self, opt.name)
             for guard in opt.guards:
                 if value is not None and guard.applies(value) and not forced:
-                    hint = f"; pass --{force.replace('_', '-')} to do it anyway" if force else ""
-                    raise OptionError(opt, f"{guard.reason}{hint}")
+                    raise OptionError(opt, guard.reason, force=force)
         self.check()
 
     def check(self) -> None:

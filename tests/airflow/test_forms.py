@@ -138,9 +138,18 @@ def test_a_wrong_value_is_refused_in_words_naming_the_field(job: str, option: Op
     ("job", "params", "message"),
     [
         ("rewrite_data_files", {"target_file_size_bytes": "64"}, "files under 1MB"),
-        ("rewrite_position_deletes", {"target_file_size_bytes": "512k"}, "--force"),
+        # The form's own switch, not the command line's flag.
+        (
+            "rewrite_position_deletes",
+            {"target_file_size_bytes": "512k"},
+            '^"Target file size": files under 1MB .*; switch on "Force" in the form to do it',
+        ),
         ("expire_snapshots", {"retain_last": "0"}, "at least 1"),
-        ("remove_orphan_files", {"older_than": "12h"}, "commits in progress"),
+        (
+            "remove_orphan_files",
+            {"older_than": "12h"},
+            'commits in progress would be deleted; switch on "Force" in the form if nothing else',
+        ),
         ("remove_orphan_files", {"older_than": "12h", "min_age": "6h"}, None),
         ("rewrite_data_files", {"target_file_size_bytes": "64", "force": True}, None),
     ],
@@ -152,8 +161,21 @@ def test_harmful_values_need_an_explicit_override(
     if message is None:
         assert argv_of(job, full)
         return
-    with pytest.raises(AirflowException, match=message):
+    with pytest.raises(AirflowException, match=message) as refused:
         argv_of(job, full)
+    assert "--force" not in str(refused.value)  # the form has no flags
+
+
+def test_options_given_in_code_are_forced_by_their_key() -> None:
+    operator = OPERATORS["rewrite_data_files"](
+        task_id="t", table="db.events", options={"target-file-size-bytes": "64k"}
+    )
+    with pytest.raises(AirflowException) as refused:
+        operator.checked_options({})
+    assert str(refused.value) == (
+        "--target-file-size-bytes: files under 1MB multiply the table's file count and slow "
+        "every reader; set force=True in the options to do it anyway"
+    )
 
 
 def test_the_table_is_named_as_the_form_names_it() -> None:
@@ -172,3 +194,22 @@ def test_options_given_in_code_are_named_by_their_key() -> None:
     unknown = OPERATORS["rewrite_data_files"](task_id="t", table="db.events", options={"zorder": 1})
     with pytest.raises(AirflowException, match="rewrite_data_files has no option 'zorder'"):
         unknown.checked_options({})
+
+
+def test_a_jobs_own_refusal_names_the_forms_switch() -> None:
+    """The expiry floor is checked by the job, against the table's snapshots: its cause names
+    the command line's flag, which a run from the form says as the form's switch."""
+    cause = (
+        "JobError: 2 snapshots are younger than the floor (committed after 2026-01-01); "
+        "pass --force to expire them anyway"
+    )
+    from_form = operator_for("expire_snapshots")
+    assert from_form.in_callers_words(cause).endswith(
+        'switch on "Force" in the form to expire them anyway'
+    )
+    in_code = OPERATORS["expire_snapshots"](task_id="t", table="db.events")
+    assert in_code.in_callers_words(cause).endswith(
+        "set force=True in the options to expire them anyway"
+    )
+    ingest = operator_for("ingest")  # no switch to name: the cause stays as the job said it
+    assert ingest.in_callers_words(cause) == cause

@@ -170,7 +170,7 @@ def test_credentials_reach_the_job_through_its_environment_only(
     for key, value in env.items():
         monkeypatch.setenv(key, value)
     parsed = parse_job_args(JOBS["expire_snapshots"], [*args, "--table", "db.t"])
-    job_catalog = open_catalog(parsed.catalog)
+    job_catalog = open_catalog(parsed.catalog, create=True)  # the warehouse holds none yet
     try:
         assert job_catalog.properties["s3.secret-access-key"] == "sEcReT-42"
         assert job_catalog.properties["s3.endpoint"] == "http://127.0.0.1:9000"

@@ -19,6 +19,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from icefloe_airflow.assets import INGEST_ALIAS, table_asset
+from icefloe_airflow.health_history import table_checks
 from icefloe_airflow.hook import IcebergHook
 from icefloe_airflow.operators import (
     ConvertEqualityDeletesOperator,
@@ -209,7 +210,21 @@ def test_health_operator_reports_due_jobs(iceberg_connection: Path) -> None:
     assert (out["health"]["data_files"], out["health"]["small_files"]) == (3, 3)
     assert out["policy"]["retain_last"] == 2
     assert 0 < out["score"] < 100
+    # Every point lost is said, and the points add up to the score.
+    assert out["score"] == 100 - sum(p["points"] for p in out["penalties"])
+    assert out["penalties"][0]["text"].startswith("-30: 3 small files in category=a")
     json.dumps(out)  # XCom-ready
+    # The check is in the health history the Iceberg page charts.
+    hook = IcebergHook()
+    store = hook.state_store()
+    try:
+        [check] = table_checks(store.engine, store.catalog_name, "db.events")
+    finally:
+        hook.close()
+    assert (check.score, check.due) == (out["score"], [d["job"] for d in out["due"]])
+    assert check.inputs["source"] == "health task"
+    assert check.inputs["penalties"] == out["penalties"]
+    assert (check.number("data_files"), check.number("small_files")) == (3, 3)
     with pytest.raises(AirflowException, match=r"policy for db.events: .*\['minor'\]"):
         TableHealthOperator(task_id="h", table="db.events", policy={"minor": 1}).execute({})
 
@@ -334,6 +349,15 @@ def test_ingest_then_compact_in_a_dag_run(
     assert checked["health"]["data_records"] == len(ids) + 3
     assert [d["job"] for d in checked["due"]] == ["remove_orphan_files"]  # never ran
     assert checked["policy"]["minor_file_count"] == 3
+    # Each job recorded the table's health when it ended, then the health task did: the
+    # page's charts have a point per step.
+    history = table_checks(store.engine, store.catalog_name, "db.events")
+    assert [(c.inputs["source"], c.number("data_files")) for c in history] == [
+        ("job", 6),  # after the ingest: 5 small files + the batch's
+        ("job", 1),  # after the compaction
+        ("health task", 1),
+    ]
+    assert history[-1].score == checked["score"]
     catalog.close()
 
 

@@ -1,6 +1,7 @@
-"""Policy decisions on the health reports of real tables (Parquet data, Avro manifests,
+"""The health model on the health reports of real tables (Parquet data, Avro manifests,
 position and equality delete files), registered in a real SQLite catalog and read back through
-it, as the health operator does."""
+it, as the health operator does: which jobs are due, and the score with every point it lost
+explained by the rule that takes it back (the same rules decide both)."""
 
 from __future__ import annotations
 
@@ -10,15 +11,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from icefloe_airflow.policy import (
-    JOB_ORDER,
-    MaintenancePolicy,
-    due_jobs,
-    health_score,
+from icefloe_airflow.health_model import (
+    Assessment,
+    JobDecision,
+    assess,
     health_summary,
     measure_health,
-    parse_duration,
 )
+from icefloe_airflow.policy import JOB_ORDER, MaintenancePolicy, parse_duration
 
 from icecore.catalog import SqlCatalog
 from icecore.health import HealthReport
@@ -58,6 +58,38 @@ def report_of(
         catalog.drop_table("db.t", purge=False)
     catalog.register_table("db.t", table.metadata_location)
     return measure_health(catalog.load_table("db.t"), policy or MaintenancePolicy())
+
+
+def explained(report: HealthReport, policy: MaintenancePolicy, last: Any = RECENT) -> Assessment:
+    """The assessment, checked for what holds of every one: the points lost add up to the
+    score, each in words; a rule that takes all its points has made its job due, and each due
+    job (but the cadence-only orphan removal) is due by a rule that took its points."""
+    assessment = assess(report, policy, last, NOW)
+    assert assessment.score == 100 - sum(p.points for p in assessment.penalties)
+    due = {d.job for d in assessment.due}
+    for penalty in assessment.penalties:
+        assert penalty.points > 0 and penalty.text.startswith(f"-{penalty.points}: ")
+        assert penalty.job in penalty.text
+        if penalty.due:
+            assert penalty.job in due, penalty
+    for job in due - {"remove_orphan_files"}:
+        assert any(p.due and p.job == job for p in assessment.penalties), job
+    return assessment
+
+
+def due_jobs(
+    report: HealthReport, policy: MaintenancePolicy, last: Any, now: datetime
+) -> list[JobDecision]:
+    assert now == NOW
+    return explained(report, policy, last).due
+
+
+def health_score(report: HealthReport, policy: MaintenancePolicy, last: Any = RECENT) -> int:
+    return explained(report, policy, last).score
+
+
+def lost(report: HealthReport, policy: MaintenancePolicy, last: Any = RECENT) -> list[str]:
+    return explained(report, policy, last).explanation()
 
 
 def jobs(report: HealthReport, policy: MaintenancePolicy, last: Any = RECENT) -> list[str]:
@@ -122,11 +154,14 @@ def test_small_files_adding_up_to_a_target_file_trigger_bin_packing(
     assert report.partition("category=a").small_data.bytes >= SMALL_TARGET
     due = due_jobs(report, MaintenancePolicy(), RECENT, NOW)
     assert [d.job for d in due] == ["rewrite_data_files"]
-    assert f"add up to {report.partition('category=a').small_data.bytes} bytes" in due[0].reason
-    # The score counts the files beyond ceil(bytes / target) per partition as excess.
-    ideal = -(-report.totals.data.bytes // SMALL_TARGET)
-    excess = (report.totals.data.files - ideal) / report.totals.data.files
-    assert health_score(report, MaintenancePolicy()) == round(100 - 30 * excess)
+    small = report.partition("category=a").small_data
+    kb = f"{small.bytes / 1024:.1f} KB"
+    assert f"{small.files} small files add up to {kb} >= the 19.5 KB target" in due[0].reason
+    # Due by small files: all of their 30 points, said with the trigger.
+    assert lost(report, MaintenancePolicy()) == [
+        f"-30: {small.files} small files in category=a ({kb}, each below 14.6 KB); "
+        "rewrite_data_files is due (at 12 in one partition, or when they add up to 19.5 KB)"
+    ]
 
 
 def test_position_deletes_above_ten_percent_trigger_major_compaction(
@@ -139,8 +174,14 @@ def test_position_deletes_above_ten_percent_trigger_major_compaction(
     policy = MaintenancePolicy()
     report = report_of(table, sql_catalog)
     assert jobs(report, policy) == []  # exactly 10%: not above
-    # penalty: 30 x (0.10 / 0.10) for the ratio + 15 x 1/12 for one delete file
-    assert health_score(report, policy) == round(100 - 30 - 15 / 12)
+    # Nothing due, and the score says why it is not 100: the ratio is at its trigger (30 x
+    # 0.10 / 0.10) and one delete file of 12 (15 x 1/12, rounded).
+    assert health_score(report, policy) == 100 - 30 - 1
+    assert lost(report, policy) == [
+        "-30: deletes are 10.0% of the rows of category=a; rewrite_data_files becomes due over 10%",
+        "-1: 1 delete file, at most 1 in one partition (category=a); rewrite_position_deletes "
+        "becomes due at 12 in one partition",
+    ]
 
     table.commit(add=[table.write_position_deletes([(data.file_path, 50)])])
     due = due_jobs(report_of(table, sql_catalog), policy, RECENT, NOW)
@@ -166,8 +207,14 @@ def test_many_delete_files_trigger_minor_compaction_and_equality_deletes_convers
     assert [d.job for d in due] == ["convert_equality_deletes", "rewrite_position_deletes"]
     assert due[0].reason == "1 live equality delete file(s) (1 keys)"
     assert "category=a with 12" in due[1].reason
-    score = health_score(report, policy)
-    assert score == round(100 - 30 * (12 / 1000) / 0.1 - 15 - 10)
+    assert lost(report, policy) == [
+        "-15: 12 delete files in category=a; rewrite_position_deletes is due (at 12)",
+        "-10: 1 live equality delete file (1 key every reader joins); "
+        "convert_equality_deletes is due (whenever one is live)",
+        # 12 deleted rows of 1,000: 30 x 0.012 / 0.1 = 3.6
+        "-4: deletes are 1.2% of the rows of category=a; rewrite_data_files becomes due over 10%",
+    ]
+    assert health_score(report, policy) == 100 - 15 - 10 - 4
 
 
 def test_dangling_deletes_trigger_delete_compaction(
@@ -244,7 +291,16 @@ def test_expiry_and_orphan_removal_follow_their_cadence(
     # retain_last keeps both snapshots: nothing to expire either.
     retained = MaintenancePolicy(max_snapshot_age=timedelta(0), retain_last=2)
     assert jobs(report, retained, {}) == ["remove_orphan_files"]
-    assert health_score(report, policy) == 100 - 10 - round(30 * 1 / 2)
+    kb = f"{report.totals.small_data.bytes / 1024:.1f} KB"
+    # Expired a moment ago: the old snapshots still cost their 10 points, waiting for the
+    # cadence, and two small files of one partition come 1/11 of the way to 12 (30 / 11).
+    assert lost(report, policy) == [
+        "-10: 2 snapshots, the oldest older than 0s, beyond the last 1 kept; expire_snapshots "
+        "waits for its cadence (last success 0s ago, every 1d)",
+        f"-3: 2 small files in category=a ({kb}, each below 384.0 MB); rewrite_data_files "
+        "becomes due at 12 in one partition, or when they add up to 512.0 MB",
+    ]
+    assert health_score(report, policy) == 100 - 10 - 3
 
 
 def test_due_jobs_come_in_job_order(tmp_path: Path, sql_catalog: SqlCatalog) -> None:

@@ -66,8 +66,9 @@ def test_airflow_knows_the_state_store_option() -> None:
     assert done.stdout.strip() == uri
     listed = airflow("config", "list", "--section", "icefloe", "--include-descriptions")
     assert "state_uri" in listed and "SQLAlchemy URL of icefloe's state store" in listed
-    [option] = get_provider_info()["config"]["icefloe"]["options"].values()
-    assert option["sensitive"] is True
+    options = get_provider_info()["config"]["icefloe"]["options"]
+    assert options["state_uri"]["sensitive"] is True
+    assert "tables_config" in listed and options["tables_config"]["default"] == ""
 
 
 def test_the_connection_form_comes_from_the_provider_info() -> None:

@@ -28,7 +28,8 @@ from typing import Any
 
 import httpx
 import pytest
-from icefloe_airflow.policy import JOB_ORDER, MaintenancePolicy, due_jobs, health_score
+from icefloe_airflow.health_model import Assessment, assess
+from icefloe_airflow.policy import JOB_ORDER, MaintenancePolicy
 from icefloe_airflow.state import MaintenanceStore
 from icefloe_airflow.state_db import STATE_URI_ENV
 
@@ -160,6 +161,11 @@ class Cells(HTMLParser):
     def handle_data(self, data: str) -> None:
         if self._cell is not None:
             self._text.append(data)
+
+
+def assessed(report: HealthReport, policy: MaintenancePolicy) -> Assessment:
+    """What the page must say of a table none of whose jobs ever ran."""
+    return assess(report, policy, {}, datetime.now(UTC))
 
 
 def parse(html: str, row_attr: str = "data-table") -> Cells:
@@ -324,9 +330,14 @@ def test_overview_shows_the_health_report_numbers(ui: UI) -> None:
         assert cells["data_bytes"][1] == str(totals.data.bytes)
         deletes = totals.position_deletes.bytes + totals.equality_deletes.bytes
         assert cells["delete_bytes"][1] == str(deletes)
-        score = health_score(report, policy)
-        assert cells["score"] == (str(score), str(score))
-        due = due_jobs(report, policy, {}, datetime.now(UTC))
+        assessment = assessed(report, policy)
+        score, due = assessment.score, assessment.due
+        # The score, then every point it lost in words (or that nothing costs anything).
+        assert cells["score"][1] == str(score)
+        words = " ".join([str(score), *assessment.explanation()])
+        if not assessment.penalties:
+            words = f"{score} Nothing costs readers anything."
+        assert cells["score"][0].startswith(words), cells["score"][0]
         shown = [w for w in text["due"].split() if w not in ("run", "now")]  # its buttons
         assert shown == ([d.job for d in due] or ["nothing"])
         assert text["due"].count("run now") == len(due)
@@ -335,7 +346,7 @@ def test_overview_shows_the_health_report_numbers(ui: UI) -> None:
     # The table really is unhealthy in every way the page reports.
     assert (events.data.files, events.small_data.files) == (5, 5)
     assert (events.position_deletes.files, events.equality_deletes.files) == (2, 1)
-    assert int(page.rows["db.events"]["score"][0]) < int(page.rows["db.users"]["score"][0])
+    assert int(page.rows["db.events"]["score"][1]) < int(page.rows["db.users"]["score"][1])
 
     last = {t: page.rows[t]["last_run"][0] for t in ("db.events", "db.users")}
     assert last["db.events"].startswith("convert_equality_deletes failed")
@@ -408,7 +419,7 @@ def test_table_view_shows_partitions_due_jobs_and_runs(ui: UI) -> None:
         }
         assert partitions[p.path]["data_bytes"][1] == str(p.data.bytes)
 
-    expected = due_jobs(report, policy, {}, datetime.now(UTC))
+    expected = assessed(report, policy).due
     for job in JOB_ORDER:  # every job, due or not, with why
         due = "yes" if job in [d.job for d in expected] else "no"
         assert f'<tr data-job="{job}" data-due="{due}"><td class="job">{job}</td>' in html
@@ -423,7 +434,10 @@ def test_json_matches_the_health_report(ui: UI) -> None:
     assert [t["table"] for t in overview["tables"]] == ["db.events", "db.ghost", "db.users"]
     report, policy = ui.expected("db.events", EVENTS_POLICY)
     detail = ui.server.get("/icefloe/api/tables/db.events").json()
-    assert detail["score"] == health_score(report, policy)
+    assessment = assessed(report, policy)
+    assert detail["score"] == assessment.score
+    assert detail["penalties"] == [p.to_dict() for p in assessment.penalties]
+    assert [d["job"] for d in detail["due"]] == [d.job for d in assessment.due]
     assert detail["report"]["totals"] == report.totals.to_dict()
     assert detail["report"]["partitions"] == [p.to_dict() for p in report.partitions]
     assert detail["policy"]["minor_file_count"] == 2

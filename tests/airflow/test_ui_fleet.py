@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from icefloe_airflow.health_history import HealthCheck, band_label, record_checks
+from icefloe_airflow.health_history import HealthCheck, band_label, latest_check, record_checks
 from icefloe_airflow.state_db import STATE_URI_ENV, create_state_engine
 from playwright.sync_api import Page, sync_playwright
 
@@ -109,6 +109,13 @@ def fleet(airflow_db: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterato
         page.on("pageerror", lambda exc: errors.append(str(exc)))
         page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
         page.goto(f"{server.base_url}/auth/token/login?next={server.base_url}/icefloe/")
+        # Reading the live table found it changed since its last recorded check (the seeded
+        # ones name no metadata): the page recorded one, now the table's latest.
+        engine = create_state_engine(state_uri)
+        page_check = latest_check(engine, CATALOG, LIVE)
+        engine.dispose()
+        assert page_check is not None and page_check.inputs["source"] == "page"
+        seeded.latest[LIVE] = page_check
         yield Fleet(server, page, seeded, errors)
         browser.close()
 
@@ -247,7 +254,8 @@ def test_a_table_page_draws_its_history(fleet: Fleet) -> None:
     histogram = chart_data(page, "chart-histogram")
     latest = fleet.seeded.latest[table].inputs["size_histogram"]
     assert histogram["data"] == [count for _, count in latest]
-    assert len(histogram["labels"]) == len(HISTOGRAM_BOUNDS) and histogram["labels"][0] == "≤ 1 MiB"
+    # Sizes as the jobs' options write them: KB, MB, GB are powers of 1024.
+    assert len(histogram["labels"]) == len(HISTOGRAM_BOUNDS) and histogram["labels"][0] == "≤ 1 MB"
     deletes = chart_data(page, "chart-deletes")
     assert len(deletes["data"]) == CHECKS_PER_TABLE
     rewritten = chart_data(page, "chart-rewritten")
@@ -271,8 +279,10 @@ def test_a_table_page_draws_its_history(fleet: Fleet) -> None:
 def test_a_live_tables_page_has_its_charts_and_its_partitions(fleet: Fleet) -> None:
     page = fleet.page
     page.goto(fleet.url + f"tables/{LIVE}")
+    latest = fleet.seeded.latest[LIVE]  # the page's own check, after the five recorded
     assert chart_data(page, "chart-score")["data"] == [
-        [fleet.seeded.now_ms - k * 3_600_000, 50.0 + k] for k in reversed(range(5))
+        *([fleet.seeded.now_ms - k * 3_600_000, 50.0 + k] for k in reversed(range(5))),
+        [latest.checked_at_ms, latest.score],
     ]
     assert page.locator("#partitions tr[data-partition]").count() == 2
 

@@ -123,15 +123,22 @@ def test_command_line_contract(spark: SparkSession, warehouse: Path, tmp_path: P
     argv = ["--warehouse", str(warehouse), "--table", "db.none", "--source", str(tmp_path)]
     assert main(["ingest", *argv], stdout=out, stderr=err) == 1
     assert out.getvalue() == ""
+    # No catalog yet, and only --create makes one: a mistyped warehouse stays uncreated.
     assert err.getvalue().splitlines()[-1] == (
-        "JobError: table db.none does not exist (--create creates it)"
+        f"CatalogError: warehouse directory {warehouse} does not exist"
     )
+    assert not warehouse.exists()
     # A CSV value that does not parse: one line naming the file, the column and the value.
     good, bad = tmp_path / "good.csv", tmp_path / "bad.csv"
     good.write_text("id,amount\n1,2.5\n")
     bad.write_text("id,amount\n2,3.0\n3,twelve\n")
     shared = ["--warehouse", str(warehouse), "--table", "db.amounts"]
     assert main(["ingest", *shared, "--source", str(good), "--create"], stdout=out) == 0
+    err = io.StringIO()
+    assert main(["ingest", *argv], stdout=out, stderr=err) == 1
+    assert err.getvalue().splitlines()[-1] == (
+        "JobError: table db.none does not exist (--create creates it)"
+    )
     err = io.StringIO()
     assert main(["ingest", *shared, "--source", str(bad)], stdout=out, stderr=err) == 1
     assert err.getvalue().splitlines()[-1] == (

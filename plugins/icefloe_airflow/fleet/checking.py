@@ -21,13 +21,8 @@ from icefloe_airflow.fleet.cache import CachedHealth, HealthCache, catalog_key
 from icefloe_airflow.fleet.config import PolicyLayers
 from icefloe_airflow.fleet.discovery import DiscoveredTable
 from icefloe_airflow.fleet.layering import PolicyError, TablePolicy, table_policy
-from icefloe_airflow.policy import (
-    JobDecision,
-    MaintenancePolicy,
-    health_score,
-    job_decisions,
-    measure_health,
-)
+from icefloe_airflow.health_model import JobDecision, Penalty, assess, measure_health
+from icefloe_airflow.policy import MaintenancePolicy
 
 log = logging.getLogger(__name__)
 DEFAULT_THREADS = 8
@@ -35,8 +30,8 @@ DEFAULT_THREADS = 8
 
 @dataclass
 class TableCheck:
-    """One table's check: its policy, report, each job's decision and the score; or why it
-    could not be checked (`error`)."""
+    """One table's check: its policy, report, each job's decision, the score and the points
+    it lost (`health_model`); or why it could not be checked (`error`)."""
 
     table: str
     metadata_location: str
@@ -45,6 +40,7 @@ class TableCheck:
     report: HealthReport | None = None
     decisions: list[JobDecision] = field(default_factory=list)
     score: int | None = None
+    penalties: list[Penalty] = field(default_factory=list)
     error: str | None = None
     cached: bool = False
     policy_properties: tuple[str, ...] = ()
@@ -150,5 +146,7 @@ def _decide(
     check.policy = resolved.policy
     check.policy_properties = resolved.from_properties
     check.report = report
-    check.decisions = job_decisions(report, resolved.policy, last_runs.get(check.table, {}), now)
-    check.score = health_score(report, resolved.policy)
+    assessment = assess(report, resolved.policy, last_runs.get(check.table, {}), now)
+    check.decisions = assessment.decisions
+    check.score = assessment.score
+    check.penalties = assessment.penalties

@@ -6,15 +6,19 @@
     icefloe run JOB TABLE --warehouse /data/wh [job flags]
 
 `due` prints what the fleet DAG would run, in its order and why, within the budget (the
-config's fleet, or `--max-tables` / `--max-bytes`); `--all` also prints the due tables left
-for a later run and why. With `--json` every line is one JSON object (`{"table": ...}`).
+config's fleet, or `--max-tables` / `--max-bytes`), or `nothing is due (N tables checked)`;
+`--all` also prints the due tables left for a later run and why. `health` prints each table's
+score with every point it lost. Text has a header and units (colour on a terminal only); with
+`--json` every line is one JSON object (`{"table": ...}`).
 
-Policy comes from the tables config (`--config`, else `$ICEFLOE_TABLES_CONFIG`; none: the
-defaults) and the tables' properties; run history and leases from icefloe's state store
-(`--state-uri`, else `$AIRFLOW__ICEFLOE__STATE_URI`, else `<AIRFLOW_HOME>/icefloe_state.db`
-when that file exists; none: cadence jobs count as never run). Health is cached under
-`--cache-dir` (`$ICEFLOE_CACHE_DIR`, else `~/.cache/icefloe`). No Airflow is imported: the
-command starts in well under a second.
+Policy comes from the tables config (`--config`, else the Airflow deployment's: see
+`icefloe_airflow.airflow_settings`; none: the defaults) and the tables' properties; run history
+and leases from icefloe's state store (`--state-uri`, else the deployment's; none: cadence jobs
+count as never run), so the command and the Iceberg page agree; the text output's first line
+says where both came from. A warehouse directory or SQLite catalog that does not exist is
+refused in one line, and nothing is created. Health is cached under `--cache-dir`
+(`$ICEFLOE_CACHE_DIR`, else `~/.cache/icefloe`). No Airflow is imported: the command starts in
+well under a second.
 """
 
 from __future__ import annotations
@@ -25,21 +29,30 @@ import os
 import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Any
 
+from icefloe_airflow import airflow_settings
 from icefloe_airflow.fleet.config import Budget, FleetConfig, FleetSettings, load_fleet_settings
 from icefloe_airflow.tables_config import CONFIG_ENV, TablesConfigError
-from spark_jobs.specs.argv import add_catalog_options, catalog_settings, pop_catalog_args
+from spark_jobs.specs.argv import (
+    OneLineParser,
+    add_catalog_options,
+    catalog_settings,
+    pop_catalog_args,
+    unknown_flag,
+)
 
 EXIT_USAGE = 2
 
 
-def _parser() -> argparse.ArgumentParser:
-    common = argparse.ArgumentParser(add_help=False)
+def _parser() -> tuple[OneLineParser, dict[str, OneLineParser]]:
+    """The command's parser, and each subcommand's (their flags, for did-you-mean)."""
+    common = OneLineParser(add_help=False)
     add_catalog_options(common)
     fleet = common.add_argument_group("fleet")
-    fleet.add_argument("--config", help=f"tables config (default: ${CONFIG_ENV}; none: defaults)")
+    fleet.add_argument(
+        "--config", help=f"tables config (default: ${CONFIG_ENV}, else the Airflow home's)"
+    )
     fleet.add_argument("--fleet", metavar="CONN_ID", help="the config's fleet to take from")
     fleet.add_argument("--state-uri", help="icefloe's state store (run history, leases)")
     fleet.add_argument("--cache-dir", help="where the health cache lives")
@@ -47,7 +60,7 @@ def _parser() -> argparse.ArgumentParser:
     fleet.add_argument("--namespace", action="append", help="namespace glob (repeatable)")
     fleet.add_argument("--exclude", action="append", help="namespace glob to leave out")
 
-    parser = argparse.ArgumentParser(prog="icefloe", description=__doc__.split("\n\n")[0])
+    parser = OneLineParser(prog="icefloe", description=__doc__.split("\n\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
     tables = commands.add_parser("tables", parents=[common], help="list the catalog's tables")
     tables.add_argument("--json", action="store_true")
@@ -66,7 +79,7 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("job")
     run.add_argument("table")
     run.add_argument("--master", default="local[*]", help="Spark master (default local[*])")
-    return parser
+    return parser, {"tables": tables, "health": health, "due": due, "run": run}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -75,37 +88,47 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:  # `icefloe due | head`: the reader has all it wanted
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+    except SystemExit as exc:  # a mistake on the command line: one line (OneLineParser)
+        if not isinstance(exc.code, str):
+            raise
+        print(exc.code, file=sys.stderr)
+        return EXIT_USAGE
 
 
 def _main(argv: Sequence[str] | None) -> int:
-    parser = _parser()
+    parser, commands = _parser()
     args, extra = parser.parse_known_args(argv)
     if extra and args.command != "run":
-        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+        known = commands[args.command].known_flags()
+        raise SystemExit(f"icefloe {args.command}: {unknown_flag(extra, known)}")
     values = vars(args)
     catalog_args = pop_catalog_args(values)
+    warehouse = catalog_args.warehouse
     try:
-        settings = _settings(args.config)
+        config = _found(args.config, "--config") or airflow_settings.tables_config(warehouse)
+        settings = load_fleet_settings(config.value) if config else FleetSettings()
         fleet = _fleet(settings, args.fleet)
     except (TablesConfigError, KeyError) as exc:
         print(f"icefloe: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    state = _found(args.state_uri, "--state-uri") or airflow_settings.state_uri(warehouse)
     if args.command == "run":
         from icefloe_airflow.fleet.run_job import run_job  # noqa: PLC0415
 
-        with _store(args.state_uri, catalog_args.name) as store:
+        with _store(state, catalog_args.name) as store:
             return run_job(
                 args.job, args.table, catalog_args, extra, master=args.master, store=store
             )
     include = tuple(args.namespace or fleet.include)
     exclude = tuple(args.exclude or fleet.exclude)
     if args.command == "health" and not args.tables and not args.all:
-        parser.error("health: name tables, or --all")
+        raise SystemExit("icefloe health: name tables, or --all")
     from icecore.catalog import catalog_from_settings  # noqa: PLC0415
+    from icecore.errors import CatalogError  # noqa: PLC0415
 
     try:
-        catalog = catalog_from_settings(**catalog_settings(catalog_args))
-    except ValueError as exc:
+        catalog = catalog_from_settings(**catalog_settings(catalog_args), create=False)
+    except (ValueError, CatalogError) as exc:
         print(f"icefloe: {exc}", file=sys.stderr)
         return EXIT_USAGE
     try:
@@ -116,7 +139,7 @@ def _main(argv: Sequence[str] | None) -> int:
                 line = {"table": t.name, "metadata_location": t.metadata_location}
                 print(json.dumps(line) if args.json else t.name)
             return 0
-        with _store(args.state_uri, catalog.name) as store:
+        with _store(state, catalog.name) as store:
             return _survey_command(
                 args,
                 catalog=catalog,
@@ -125,9 +148,14 @@ def _main(argv: Sequence[str] | None) -> int:
                 store=store,
                 include=include,
                 exclude=exclude,
+                sources=(state, config),
             )
     finally:
         catalog.close()
+
+
+def _found(value: str | None, flag: str) -> airflow_settings.Found | None:
+    return airflow_settings.Found(value, flag) if value else None
 
 
 def _survey_command(
@@ -139,9 +167,15 @@ def _survey_command(
     store: Any,
     include: tuple[str, ...],
     exclude: tuple[str, ...],
+    sources: tuple[airflow_settings.Found | None, airflow_settings.Found | None],
 ) -> int:
     from icefloe_airflow.fleet.cache import HealthCache  # noqa: PLC0415
-    from icefloe_airflow.fleet.output import due_lines, health_lines  # noqa: PLC0415
+    from icefloe_airflow.fleet.output import (  # noqa: PLC0415
+        due_lines,
+        health_lines,
+        provenance,
+        terminal_colours,
+    )
     from icefloe_airflow.fleet.ranking import plan_run  # noqa: PLC0415
     from icefloe_airflow.fleet.survey import survey  # noqa: PLC0415
 
@@ -164,19 +198,20 @@ def _survey_command(
         return 1
     finally:
         cache.close()
+    colour = not args.json and terminal_colours(sys.stdout)
+    if not args.json:
+        print(provenance(*sources))
     if args.command == "health":
-        lines = health_lines(result, as_json=args.json)
+        lines = health_lines(result, as_json=args.json, colour=colour)
     else:
         budget = _budget(fleet.budget, args.max_tables, args.max_bytes)
-        lines = due_lines(plan_run(result.ranked, budget), as_json=args.json, everything=args.all)
+        plan = plan_run(result.ranked, budget)
+        lines = due_lines(
+            plan, checked=len(result.checks), as_json=args.json, everything=args.all, colour=colour
+        )
     for line in lines:
         print(line)
     return 0
-
-
-def _settings(path: str | None) -> FleetSettings:
-    configured = path or os.environ.get(CONFIG_ENV)
-    return load_fleet_settings(configured) if configured else FleetSettings()
 
 
 def _fleet(settings: FleetSettings, conn_id: str | None) -> FleetConfig:
@@ -200,20 +235,14 @@ def _budget(base: Budget, max_tables: int | None, max_bytes: str | None) -> Budg
 
 
 @contextmanager
-def _store(uri: str | None, catalog_name: str) -> Iterator[Any]:
+def _store(found: airflow_settings.Found | None, catalog_name: str) -> Iterator[Any]:
     """The state store, if one is configured or exists; None otherwise (nothing created)."""
-    from icefloe_airflow.state_db import STATE_URI_ENV, default_state_uri  # noqa: PLC0415
-
-    chosen = uri or os.environ.get(STATE_URI_ENV)
-    if not chosen:
-        default = default_state_uri()
-        if not Path(default.removeprefix("sqlite:///")).is_file():
-            yield None
-            return
-        chosen = default
+    if found is None:
+        yield None
+        return
     from icefloe_airflow.state import MaintenanceStore  # noqa: PLC0415
 
-    store = MaintenanceStore.open(chosen, catalog_name)
+    store = MaintenanceStore.open(found.value, catalog_name)
     try:
         yield store
     finally:

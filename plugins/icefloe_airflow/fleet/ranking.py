@@ -37,10 +37,12 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from icecore.health import FileHealth, HealthReport
+from icecore.health import HealthReport
 from icefloe_airflow.fleet.checking import TableCheck
 from icefloe_airflow.fleet.config import Budget
-from icefloe_airflow.policy import JobDecision, MaintenancePolicy
+from icefloe_airflow.health_model import JobDecision, data_rewrite_reason, live_delete_ratio
+from icefloe_airflow.policy import MaintenancePolicy
+from spark_jobs.specs.grammar import describe_size
 
 MAX_WAIT = timedelta(days=30)
 HOUSEKEEPING = ("expire_snapshots", "remove_orphan_files")
@@ -94,28 +96,15 @@ def _excess_files(report: HealthReport, target: int) -> int:
     return max(0, report.totals.data.files - ideal)
 
 
-def _live_ratio(p: FileHealth) -> float:
-    if p.data.records == 0:
-        return 0.0
-    dangling = (
-        p.dangling_position_deletes.records
-        + p.dangling_equality_deletes.records
-        + p.dangling_deletion_vectors.records
-    )
-    return max(0, p.delete_records - dangling) / p.data.records
-
-
 def rewrite_bytes(report: HealthReport, policy: MaintenancePolicy, jobs: Sequence[str]) -> int:
     """Bytes the due jobs are expected to rewrite (the budget's unit), from metadata."""
     target = policy.target_file_size_bytes or report.target_file_size_bytes
     total = 0
     if "rewrite_data_files" in jobs:
         for p in report.partitions:
-            if _live_ratio(p) > policy.major_delete_ratio:
+            if live_delete_ratio(p) > policy.major_delete_ratio:
                 total += p.data.bytes
-            elif p.small_data.files >= policy.minor_file_count or (
-                p.small_data.files >= 2 and p.small_data.bytes >= target
-            ):
+            elif data_rewrite_reason(p, policy, target) is not None:
                 total += p.small_data.bytes
     totals = report.totals
     if "rewrite_position_deletes" in jobs or "rewrite_data_files" in jobs:
@@ -180,13 +169,19 @@ def plan_run(ranked: Sequence[Candidate], budget: Budget) -> RunPlan:
             deferred.append((c, f"over the budget of {budget.max_tables} tables per run"))
         elif budget.max_bytes is not None and c.rewrite_bytes > budget.max_bytes:
             why = (
-                f"rewrites ~{c.rewrite_bytes} bytes, more than the whole budget of "
-                f"{budget.max_bytes} bytes per run; raise max_bytes"
+                f"rewrites ~{describe_size(c.rewrite_bytes)}, more than the whole budget of "
+                f"{describe_size(budget.max_bytes)} per run; raise max_bytes"
             )
             deferred.append((c, why))
         elif budget.max_bytes is not None and used + c.rewrite_bytes > budget.max_bytes:
             left = budget.max_bytes - used
-            deferred.append((c, f"rewrites ~{c.rewrite_bytes} bytes; {left} bytes left"))
+            deferred.append(
+                (
+                    c,
+                    f"rewrites ~{describe_size(c.rewrite_bytes)}; {describe_size(left)} of the "
+                    "run's max_bytes left",
+                )
+            )
         else:
             chosen.append(c)
             used += c.rewrite_bytes

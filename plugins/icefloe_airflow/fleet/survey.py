@@ -21,8 +21,8 @@ from icefloe_airflow.fleet.config import PolicyLayers
 from icefloe_airflow.fleet.discovery import DiscoveredTable, discover, select_tables
 from icefloe_airflow.fleet.ranking import Candidate, benefit, candidates, rewrite_bytes
 from icefloe_airflow.fleet.runs import last_maintained, last_successes
-from icefloe_airflow.health_history import HealthCheck, record_checks
-from icefloe_airflow.policy import health_summary
+from icefloe_airflow.health_history import FLEET_SOURCE, HealthCheck, record_checks, report_inputs
+from icefloe_airflow.health_model import Assessment
 from icefloe_airflow.state import MaintenanceStore
 
 
@@ -81,21 +81,12 @@ def check_inputs(check: TableCheck) -> dict[str, Any]:
         "error": check.error,
         "policy_properties": list(check.policy_properties),
         "decisions": [d.to_dict() for d in check.decisions],
+        "source": FLEET_SOURCE,
     }
     if check.report is not None and check.policy is not None:
         jobs = [d.job for d in check.due]
-        totals = check.report.totals
-        deletes = (totals.position_deletes, totals.equality_deletes, totals.deletion_vectors)
-        # The keys the UI's charts and sorts read (`health_history`).
-        inputs["data_files"] = totals.data.files
-        inputs["small_files"] = totals.small_data.files
-        inputs["total_bytes"] = totals.data.bytes
-        inputs["delete_files"] = sum(d.files for d in deletes)
-        inputs["delete_records"] = sum(d.records for d in deletes)
-        inputs["equality_deletes"] = totals.equality_deletes.files
-        inputs["size_histogram"] = check.report.size_histogram_bounds()
-        inputs["health"] = health_summary(check.report)
-        inputs["policy"] = check.policy.to_dict()
+        assessment = Assessment(check.decisions, check.penalties)
+        inputs.update(report_inputs(check.report, check.policy, assessment))
         inputs["benefit"] = round(benefit(check.report, check.policy, jobs), 3)
         inputs["rewrite_bytes"] = rewrite_bytes(check.report, check.policy, jobs)
     return inputs

@@ -19,7 +19,7 @@ from icefloe_airflow.fleet.survey import survey
 from icefloe_airflow.hook import IcebergHook
 from icefloe_airflow.operators import OPERATORS, IcefloeJobOperator
 from icefloe_airflow.policy import JOB_ORDER
-from spark_jobs.specs.grammar import parse_size
+from spark_jobs.specs.grammar import describe_size, parse_size
 
 log = logging.getLogger(__name__)
 
@@ -85,7 +85,12 @@ def plan_fleet(fleet: FleetConfig, params: Mapping[str, Any]) -> list[dict[str, 
     for rank, c in enumerate(plan.chosen, start=1):
         jobs = "; ".join(f"{d.job}: {d.reason}" for d in c.jobs)
         log.info(
-            "#%d %s (benefit %.1f, ~%d bytes): %s", rank, c.table, c.benefit, c.rewrite_bytes, jobs
+            "#%d %s (benefit %.1f, rewrites ~%s): %s",
+            rank,
+            c.table,
+            c.benefit,
+            describe_size(c.rewrite_bytes),
+            jobs,
         )
     for c, why in plan.deferred:
         log.info("deferred %s: %s", c.table, why)

@@ -11,7 +11,8 @@ What it adds to SparkSubmitOperator:
   show);
 - maintenance jobs hold the table's lock in icefloe's state store while they run (never two
   maintenance jobs on one table; ingestion does not take it and keeps running);
-- every run is recorded (running -> success/failed) for the policy and the UI;
+- every run is recorded (running -> success/failed) for the policy and the UI, and after a
+  success the table's health too (the page's charts);
 - the job's JSON result is logged in words and returned, so it lands in XCom; a failure
   raises AirflowException carrying the job's one-line cause (`ExceptionType: message`),
   which is what the Airflow UI then shows. Both come from the result file the job writes
@@ -46,6 +47,7 @@ from icefloe_airflow.hook import IcebergHook
 from icefloe_airflow.links import IcebergTableLink
 from icefloe_airflow.results import describe
 from icefloe_airflow.state import MaintenanceStore, TableBusyError, run_owner
+from icefloe_airflow.table_health import check_table, table_policy_of
 from spark_jobs.specs import JOBS, JobOptions, JobSpec, Option, OptionError
 from spark_jobs.specs.argv import RESULT_FILE_ENV
 from spark_jobs.specs.options import BOOLEAN, FILTER, PARTITION_SPEC, SORT_ORDER
@@ -122,9 +124,19 @@ def checked_options(
             if value is not None and option.kind.name in _SYNTAX:
                 _check_syntax(option, value)
     except OptionError as exc:
-        label = (labels or {}).get(exc.option.name) or exc.option.flag
-        raise Refused(f"{label}: {exc.problem}") from None
+        raise Refused(_refusal(exc, labels)) from None
     return checked
+
+
+def _refusal(exc: OptionError, labels: Mapping[str, str] | None) -> str:
+    """The refusal in the caller's words: the form's titles and its switch for a form's run,
+    the option names for options given in code."""
+    if labels:
+        label = labels.get(exc.option.name) or f'"{exc.option.title}"'
+        force = exc.force and (labels.get(exc.force.name) or f'"{exc.force.title}"')
+        return f"{label}: {exc.in_words(f'switch on {force} in the form')}"
+    force_option = exc.force.name if exc.force else ""
+    return f"{exc.option.flag}: {exc.in_words(f'set {force_option}=True in the options')}"
 
 
 def _check_syntax(option: Option, text: str) -> None:
@@ -308,6 +320,7 @@ class IcefloeJobOperator(SparkSubmitOperator):
             }
             store = hook.state_store()
             result = self._run_recorded(store, context)
+            self._record_health(hook, store)
         finally:
             hook.close()
         self.log.info("%s on %s: %s", self.job, self.table, describe(self.job, result))
@@ -344,6 +357,29 @@ class IcefloeJobOperator(SparkSubmitOperator):
         recorded, so a refused run leaves no trace on the Iceberg page."""
         if not hook.get_catalog().table_exists(self.table):
             raise Refused(f"table {self.table} does not exist in catalog {hook.settings().name!r}")
+
+    def in_callers_words(self, cause: str) -> str:
+        """A job's cause names its command line's `--force`; a run from the trigger form says
+        the form's switch instead (the checks that need the table run in the job)."""
+        try:
+            force = self.spec.options.option_named("force")
+        except KeyError:
+            return cause
+        if not self.from_params:
+            return cause.replace(f"pass {force.flag}", f"set {force.name}=True in the options")
+        return cause.replace(f"pass {force.flag}", f'switch on "{force.title}" in the form')
+
+    def _record_health(self, hook: IcebergHook, store: MaintenanceStore) -> None:
+        """The table's health after the job, in the health history the Iceberg page charts
+        (metadata only); a check that cannot be made is logged, never a failure of the job."""
+        try:
+            table = hook.get_catalog().load_table(str(self.table))
+            policy = table_policy_of(str(self.table), table.metadata.properties)
+            _, assessment = check_table(table, str(self.table), store, policy, source="job")
+        except Exception as exc:
+            self.log.warning("health of %s after %s not recorded: %s", self.table, self.job, exc)
+            return
+        self.log.info("%s: health score %d after %s", self.table, assessment.score, self.job)
 
     def on_result(self, result: dict[str, Any], context: Context) -> None:
         """Called after success with the job's result (the ingest operator emits its asset)."""
@@ -398,6 +434,7 @@ class IcefloeJobOperator(SparkSubmitOperator):
                 cause = _outcome(result_file).get("cause")
                 if cause is None:
                     raise
+                cause = self.in_callers_words(cause)
                 raise AirflowException(f"{self.job} failed on {self.table}: {cause}") from exc
             result = _outcome(result_file).get("result")
         finally:

@@ -4,29 +4,27 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from datetime import UTC, datetime
 from typing import Any
 
 from airflow.sdk import BaseOperator, Context
 from airflow.sdk.exceptions import AirflowException
 
+from icefloe_airflow.health_model import health_summary
 from icefloe_airflow.hook import IcebergHook
 from icefloe_airflow.links import IcebergTableLink
-from icefloe_airflow.policy import (
-    MaintenancePolicy,
-    health_score,
-    health_summary,
-    job_decisions,
-    measure_health,
-)
+from icefloe_airflow.policy import MaintenancePolicy
+from icefloe_airflow.table_health import check_table
 
 
 class TableHealthOperator(BaseOperator):
-    """Health report, score and due jobs of `table`; cheap (metadata only, no Spark).
+    """Health report, score and due jobs of `table`; cheap (metadata only, no Spark). The
+    check is recorded in the state store's health history (`health_history`), which the
+    Iceberg page charts.
 
     Returns (XCom `return_value`) `{"table", "score", "health": summary, "due": [{"job",
-    "reason"}, ...], "skipped": [{"job", "reason"}, ...], "policy": the policy used}`; `due`
-    and `skipped` are in `policy.JOB_ORDER`, each job in one of them, with its reason.
+    "reason"}, ...], "skipped": [{"job", "reason"}, ...], "penalties": [{"points", "text",
+    ...}, ...], "policy": the policy used}`; `due` and `skipped` are in `policy.JOB_ORDER`,
+    each job in one of them, with its reason; `penalties` say what each point lost is for.
 
     :param table: `namespace.name` (templated).
     :param policy: `MaintenancePolicy` keys overriding its defaults (templated), e.g.
@@ -63,23 +61,22 @@ class TableHealthOperator(BaseOperator):
             raise AirflowException(f"policy for {self.table}: {exc}") from exc
         hook = IcebergHook(self.iceberg_conn_id)
         try:
-            report = measure_health(hook.load_table(self.table), policy)
-            successes = hook.state_store().last_runs(self.table, state="success")
+            table = hook.load_table(self.table)
+            store = hook.state_store()
+            report, assessment = check_table(table, self.table, store, policy, source="health task")
         finally:
             hook.close()
-        last = {job: run.finished_at for job, run in successes.items()}
-        decisions = job_decisions(report, policy, last, datetime.now(UTC))
-        score = health_score(report, policy)
-        for item in decisions:
+        for item in assessment.decisions:
             verdict = "due" if item.due else "not due"
             self.log.info("%s: %s is %s: %s", self.table, item.job, verdict, item.reason)
-        due = [d for d in decisions if d.due]
-        self.log.info("%s: health score %d, %d job(s) due", self.table, score, len(due))
+        self.log.info(
+            "%s: health score %d, %d job(s) due", self.table, assessment.score, len(assessment.due)
+        )
+        for line in assessment.explanation():
+            self.log.info("%s: %s", self.table, line)
         return {
             "table": self.table,
-            "score": score,
             "health": health_summary(report),
-            "due": [{"job": d.job, "reason": d.reason} for d in due],
-            "skipped": [{"job": d.job, "reason": d.reason} for d in decisions if not d.due],
+            **assessment.to_dict(),
             "policy": policy.to_dict(),
         }

@@ -50,6 +50,7 @@ from icefloe_airflow.results import brief, describe
 from icefloe_airflow.ui.fleet import DEFAULT_ORDER, PER_PAGE_CHOICES, SORT_LABELS, FleetHistory
 from icefloe_airflow.ui.fleet import parse_params as parse_fleet_params
 from icefloe_airflow.ui.status import Overview, StatusCache, describe_error
+from spark_jobs.specs.grammar import describe_size
 
 log = logging.getLogger(__name__)
 
@@ -93,6 +94,7 @@ def _environment() -> Environment:
         when=_when,
         duration=_duration,
         brief=brief,
+        size=describe_size,
         score_class=_score_class,
         as_json=lambda v: json.dumps(v, indent=1, sort_keys=True, default=str),
     )

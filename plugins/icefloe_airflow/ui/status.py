@@ -4,13 +4,16 @@ Which tables: those listed in tables.yaml (with their policy and connection) and
 a recorded maintenance run in the state store of each connection involved (a table maintained
 by hand-triggered DAGs or by a user's own DAG appears there without being configured). Any
 catalog works, SQL or REST: tables are read through the `Catalog` API only. A table with runs
-that also has recorded health checks belongs to the fleet (`icefloe_airflow.health_history`):
-the page lists it from its checks (`ui.fleet`) instead of reading it here, which would cost a
-catalog call and manifest reads per table for thousands of tables.
+whose latest recorded health check a fleet made belongs to the fleet
+(`icefloe_airflow.health_history`): the page lists it from its checks (`ui.fleet`) instead of
+reading it here, which would cost a catalog call and manifest reads per table for thousands
+of tables.
 
 For each table the health report is computed live from the table's metadata (no data file is
-read), scored and turned into due jobs by the same policy the self-optimizing DAG uses, so the
-page and the DAG never disagree. Any failure while looking at one table (missing table,
+read), scored and turned into due jobs by the one health model (`health_model`) with the
+policy the fleet and `icefloe health` use for it (`table_health`), so the page, the command
+and the DAGs never disagree; a read that finds the table changed since its latest recorded
+check is recorded too (the table's charts). Any failure while looking at one table (missing table,
 unreadable manifest, unreachable database) is kept as that table's `error`, so one broken
 table cannot take the page down. Results are cached for `CACHE_SECONDS`: a page refresh (or
 several users) must not re-read every table's manifests each time.
@@ -28,20 +31,22 @@ from typing import Any
 
 from icecore.catalog.locations import Overlap, catalog_directories, overlaps
 from icecore.health import HealthReport
-from icefloe_airflow.health_history import checked_tables
+from icefloe_airflow.fleet.config import PolicyLayers
 from icefloe_airflow.health_history import ensure_schema as ensure_history
-from icefloe_airflow.hook import IcebergHook
-from icefloe_airflow.job_dags import job_dag_id
-from icefloe_airflow.policy import (
-    DueJob,
+from icefloe_airflow.health_history import fleet_tables
+from icefloe_airflow.health_model import (
+    Assessment,
     JobDecision,
-    MaintenancePolicy,
-    health_score,
+    Penalty,
+    assess,
     health_summary,
-    job_decisions,
     measure_health,
 )
+from icefloe_airflow.hook import IcebergHook
+from icefloe_airflow.job_dags import job_dag_id
+from icefloe_airflow.policy import MaintenancePolicy
 from icefloe_airflow.state import MaintenanceRun, MaintenanceStore
+from icefloe_airflow.table_health import check_table, policy_layers, table_policy_of
 from icefloe_airflow.tables_config import TableConfig, default_config_path, load_tables_config
 
 log = logging.getLogger(__name__)
@@ -68,9 +73,8 @@ class TableStatus:
     checked_at: datetime
     catalog_name: str | None = None  # the connection's catalog name (keys the history)
     report: HealthReport | None = None
-    score: int | None = None
-    due: list[DueJob] = field(default_factory=list)
-    decisions: list[JobDecision] = field(default_factory=list)
+    assessment: Assessment | None = None
+    policy: MaintenancePolicy = field(default_factory=MaintenancePolicy)
     last_runs: dict[str, MaintenanceRun] = field(default_factory=dict)
     recent_runs: list[MaintenanceRun] = field(default_factory=list)
     overlaps: list[Overlap] = field(default_factory=list)
@@ -82,8 +86,20 @@ class TableStatus:
         return [o for o in self.overlaps if o.problem]
 
     @property
-    def policy(self) -> MaintenancePolicy:
-        return self.config.policy if self.config else MaintenancePolicy()
+    def score(self) -> int | None:
+        return None if self.assessment is None else self.assessment.score
+
+    @property
+    def decisions(self) -> list[JobDecision]:
+        return [] if self.assessment is None else self.assessment.decisions
+
+    @property
+    def due(self) -> list[JobDecision]:
+        return [] if self.assessment is None else self.assessment.due
+
+    @property
+    def penalties(self) -> list[Penalty]:
+        return [] if self.assessment is None else self.assessment.penalties
 
     @property
     def last_run(self) -> MaintenanceRun | None:
@@ -115,7 +131,8 @@ class TableStatus:
             "error": self.error,
             "score": self.score,
             "health": None if self.report is None else health_summary(self.report),
-            "due": [d.to_dict() for d in self.due],
+            "due": [{"job": d.job, "reason": d.reason} for d in self.due],
+            "penalties": [p.to_dict() for p in self.penalties],
             "last_run": None if last is None else last.to_dict(),
             "last_ingest": None if self.last_ingest is None else self.last_ingest.to_dict(),
             "last_runs": {job: run.to_dict() for job, run in sorted(self.last_runs.items())},
@@ -174,6 +191,8 @@ def _table_status(
     store: MaintenanceStore | None,
     table: str,
     config: TableConfig | None,
+    *,
+    layers: PolicyLayers,
     now: datetime,
 ) -> TableStatus:
     status = TableStatus(table, hook.iceberg_conn_id, config, now)
@@ -183,15 +202,15 @@ def _table_status(
         if store is not None:
             status.last_runs = store.last_runs(table)
             status.recent_runs = store.recent_runs(table, limit=RECENT_RUNS)
-            succeeded = store.last_runs(table, state="success")
+        iceberg = hook.load_table(table)
+        status.policy = table_policy_of(table, iceberg.metadata.properties, layers)
+        if store is None:
+            status.report = measure_health(iceberg, status.policy)
+            status.assessment = assess(status.report, status.policy, {}, now)
         else:
-            succeeded = {}
-        report = measure_health(hook.load_table(table), status.policy)
-        status.report = report
-        status.score = health_score(report, status.policy)
-        finished = {job: run.finished_at for job, run in succeeded.items()}
-        status.decisions = job_decisions(report, status.policy, finished, now)
-        status.due = [DueJob(d.job, d.reason) for d in status.decisions if d.due]
+            status.report, status.assessment = check_table(
+                iceberg, table, store, status.policy, source="page", only_if_changed=True, now=now
+            )
     except Exception as exc:
         log.warning("icefloe UI: cannot read %s: %s", table, exc, exc_info=True)
         status.error = describe_error(exc)
@@ -209,6 +228,7 @@ def collect_overview() -> Overview:
         entries.setdefault(config.iceberg_conn_id, []).append((config.table, config))
         seen.add((config.iceberg_conn_id, config.table))
 
+    layers = policy_layers()
     statuses: list[TableStatus] = []
     named: dict[tuple[str, str], tuple[str, tuple[Any, ...]]] = {}
     for conn_id, listed in entries.items():
@@ -217,14 +237,14 @@ def collect_overview() -> Overview:
             _note_catalog_names(hook, listed, named, notices)
             store: MaintenanceStore | None = hook.state_store()
             ensure_history(store.engine)
-            in_fleet = checked_tables(store.engine, store.catalog_name)
+            in_fleet = fleet_tables(store.engine, store.catalog_name)
             recorded = [t for t in store.tables() if (conn_id, t) not in seen and t not in in_fleet]
         except Exception as exc:
             notices.append(f"connection {conn_id!r}: no run history: {describe_error(exc)}")
             store, recorded = None, []
         try:
             tables = [*listed, *((t, None) for t in recorded)]
-            found = [_table_status(hook, store, t, c, now) for t, c in tables]
+            found = [_table_status(hook, store, t, c, layers=layers, now=now) for t, c in tables]
             _attach_overlaps(hook, found, notices)
             statuses.extend(found)
         finally:

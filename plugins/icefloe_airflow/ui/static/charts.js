@@ -2,7 +2,9 @@
 // shipped beside this file: no CDN) from the JSON in <script id="icefloe-chart-data">, which
 // the server renders (ui/fleet.py). No animation: the charts are read, and a screenshot or a
 // test sees them finished at once. Times are epoch milliseconds on a linear axis, so no date
-// adapter (a second library) is needed.
+// adapter (a second library) is needed. A chart without data says so in words (the canvas's
+// data-empty) instead of drawing empty axes; sizes read as KB, MB, GB (powers of 1024), as the
+// jobs' options and the rest of the page write them.
 (function () {
   "use strict";
   const source = document.getElementById("icefloe-chart-data");
@@ -14,14 +16,14 @@
   const LINK = colour("--link");
 
   function bytes(value) {
-    const units = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
+    const units = ["B", "KB", "MB", "GB", "TB", "PB"];
     let n = Math.abs(value), unit = 0;
     while (n >= 1024 && unit < units.length - 1) { n /= 1024; unit += 1; }
     const digits = unit && !Number.isInteger(n) ? n.toFixed(1) : String(n);
     return (value < 0 ? "-" : "") + digits + " " + units[unit];
   }
-  // A step of whole binary units (1, 2, 5, 10... MiB) for a bytes axis up to `max`: Chart.js's
-  // own decimal steps read as 976.6 KiB, 1.9 MiB...
+  // A step of whole binary units (1, 2, 5, 10... MB) for a bytes axis up to `max`: Chart.js's
+  // own decimal steps read as 976.6 KB, 1.9 MB...
   function bytesStep(max) {
     let unit = 1;
     while (max / unit >= 1024 && unit < 1024 ** 5) unit *= 1024;
@@ -29,11 +31,30 @@
     const nice = steps.find((n) => max / (n * unit) <= 6) || 1000;
     return nice * unit;
   }
+  const DAY_MS = 86400000;
   const day = (ms) => new Date(ms).toISOString().slice(0, 10);
   const minute = (ms) => new Date(ms).toISOString().slice(0, 16).replace("T", " ") + " UTC";
-  const timeAxis = {
-    type: "linear",
-    ticks: { maxTicksLimit: 6, callback: (value) => day(value) },
+  const hour = (ms) => new Date(ms).toISOString().slice(5, 16).replace("T", " ");
+  // Dates when the checks span days, else month-day and time (UTC); checks closer together than
+  // an hour get an hour of axis around them, not a range of their own.
+  function timeAxis(points) {
+    const xs = points.map(([x]) => x);
+    const low = Math.min(...xs), high = Math.max(...xs);
+    const pad = Math.max(0, 3600000 - (high - low)) / 2;
+    return {
+      type: "linear", min: low - pad, max: high + pad,
+      ticks: { maxTicksLimit: 6,
+               callback: function (value) { return this.max - this.min >= 2 * DAY_MS ? day(value) : hour(value); } },
+    };
+  }
+  // Whether a chart's data has nothing to draw.
+  const empty = {
+    bands: (d) => !d.counts.some((n) => n > 0),
+    fleet_rewritten: (d) => !d.bytes.some((n) => n > 0),
+    rewritten: (d) => !d.bytes.some((n) => n > 0),
+    score: (points) => points.length === 0,
+    histogram: (buckets) => !buckets.some(([, n]) => n > 0),
+    deletes: (points) => points.length === 0,
   };
   const common = {
     animation: false,
@@ -73,7 +94,7 @@
                            borderColor: LINK, backgroundColor: LINK, pointRadius: 2 }] },
       options: {
         ...common,
-        scales: { x: timeAxis, y: { min: 0, max: 100 } },
+        scales: { x: timeAxis(points), y: { min: 0, max: 100 } },
         plugins: { ...common.plugins,
                    tooltip: { callbacks: { title: (items) => minute(items[0].parsed.x) } } },
       },
@@ -104,7 +125,7 @@
         ...common,
         spanGaps: true,
         scales: {
-          x: timeAxis,
+          x: timeAxis(points),
           y: { beginAtZero: true, ticks: { precision: 0 },
                title: { display: true, text: "files" } },
           records: { position: "right", beginAtZero: true, grid: { drawOnChartArea: false },
@@ -136,6 +157,14 @@
   document.querySelectorAll("canvas[data-chart]").forEach((canvas) => {
     const name = canvas.dataset.chart;
     if (!(name in data) || !(name in builders)) return;
+    if (empty[name](data[name])) {
+      const note = document.createElement("div");
+      note.className = "empty";
+      note.dataset.empty = name;
+      note.textContent = canvas.dataset.empty || "Nothing recorded yet.";
+      canvas.replaceWith(note);
+      return;
+    }
     new Chart(canvas, builders[name](data[name]));
   });
 })();
