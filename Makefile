@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 UI_PORT ?= 8080
 comma := ,
 
-.PHONY: demo ui test lint java browser node rest-server
+.PHONY: demo ui test lint java browser node rest-server spark-connect
 
 # `$(call quietly,WHAT,COMMAND)`: runs a long, silent COMMAND (pip), saying every 10 s that
 # WHAT is still going, so a first `make demo` is never silent for minutes.
@@ -54,6 +54,17 @@ ui:
 	@test -f warehouse/.airflow/airflow.cfg || { echo "make ui: no demo in ./warehouse yet: run make demo first" >&2; exit 2; }
 	@$(MAKE) -s --no-print-directory $(BIN)/activate
 	@$(BIN)/python examples/ui.py --port $(UI_PORT) warehouse
+
+# A Spark Connect server from the pinned pyspark, in the foreground (Ctrl-C stops it), on
+# 127.0.0.1:$(SPARK_CONNECT_PORT): a job run with SPARK_REMOTE=sc://localhost:$(SPARK_CONNECT_PORT)
+# does its Spark work there, with no Spark start of its own. Python workers run this virtualenv.
+SPARK_CONNECT_PORT ?= 15002
+spark-connect: $(BIN)/activate java
+	PYSPARK_PYTHON=$(abspath $(BIN))/python $(BIN)/spark-submit --master 'local[*]' \
+		--class org.apache.spark.sql.connect.service.SparkConnectServer --name icefloe-spark-connect \
+		--conf spark.connect.grpc.binding.address=127.0.0.1 \
+		--conf spark.connect.grpc.binding.port=$(SPARK_CONNECT_PORT) \
+		$(VENV)/lib/python*/site-packages/pyspark/jars/spark-connect_*.jar
 
 lint: $(BIN)/activate
 	$(BIN)/ruff check .

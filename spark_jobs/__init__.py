@@ -14,9 +14,10 @@
 Executors import `icecore` and `spark_jobs` (footer metrics, bucket hashing). Ship them
 either as an installed package (`pip install` of this project into the executors' Python,
 what local mode and the tests use) or as a zip on `--py-files`, built with
-`python -m spark_jobs.common.packaging dist/icefloe.zip`. icecore's own dependencies
-(pyarrow, fastavro, SQLAlchemy) and pandas/numpy must be installed in the executors' Python
-either way: they contain compiled code and cannot travel in a zip.
+`python -m spark_jobs.common.packaging dist/icefloe.zip`; a job run as a Spark Connect client
+(`SPARK_REMOTE`, `spark_jobs.common.connect`) ships that zip to the server itself. icecore's
+own dependencies (pyarrow, fastavro, pyroaring, SQLAlchemy) and pandas/numpy must be installed
+in the executors' Python either way: they contain compiled code and cannot travel in a zip.
 
 Spark-side code depends on icecore, never the other way round. Adding a job:
 CONTRIBUTING.md.

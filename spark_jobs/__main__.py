@@ -1,7 +1,9 @@
-"""`python -m spark_jobs <job> [options]`: a job run locally (see `spark_jobs.common.cli`)."""
+"""`python -m spark_jobs <job> [options]`: a job run locally, or as a Spark Connect client with
+`SPARK_REMOTE` set (see `spark_jobs.common.cli`)."""
 
 import sys
 
 from spark_jobs.common.cli import main
 
-sys.exit(main())
+if __name__ == "__main__":  # imported as a module (a walk over the package), it runs nothing
+    sys.exit(main())

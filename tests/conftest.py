@@ -13,3 +13,7 @@ from tests.support.rest_catalog import rest_catalog_server_fixture  # noqa: F401
 
 # `spark`: the one local SparkSession of the run.
 from tests.support.spark import spark  # noqa: F401
+
+# `spark_connect`: a stock Spark Connect server from the pinned pyspark on 127.0.0.1, started
+# once per session when a test asks for it; `job_runner`: a job run both ways (tests/spark).
+from tests.support.spark_connect import job_runner, spark_connect_fixture  # noqa: F401

@@ -76,13 +76,28 @@ SHARED_AIRFLOW_ENV = (
     "AIRFLOW__CORE__DAGS_FOLDER",
     "AIRFLOW__CORE__PLUGINS_FOLDER",
     "AIRFLOW_CONN_SPARK_DEFAULT",
+    "AIRFLOW_CONN_SPARK_CONNECT_DEFAULT",
     "AIRFLOW_CONN_ICEBERG_DEFAULT",
     "AIRFLOW__ICEFLOE__STATE_URI",
     "PYSPARK_PYTHON",
 )
 ICEBERG_EXTRAS = {"uri", "catalog_name", "warehouse", "properties"}
-# What PySpark's Python workers import (pandas UDFs, Avro, catalog access).
-EXECUTOR_IMPORTS = {"pyarrow", "fastavro", "sqlalchemy", "numpy", "pandas", "psycopg2-binary"}
+# What PySpark's Python workers import (pandas UDFs, Avro, deletion vectors, catalog access).
+EXECUTOR_IMPORTS = {
+    "pyarrow", "fastavro", "pyroaring", "sqlalchemy", "numpy", "pandas", "psycopg2-binary"
+}  # fmt: skip
+# The modules whose functions Spark tasks run (mapInArrow and pandas UDFs): a task imports them,
+# and what they import, on the executors (spark-submit's or a Spark Connect server's).
+TASK_MODULES = (
+    "spark_jobs.reading.parquet_files", "spark_jobs.reading.deletion_vectors",
+    "spark_jobs.writing.arrow_files", "spark_jobs.writing.deletion_vectors",
+    "spark_jobs.writing.transforms", "spark_jobs.rewrite_data_files.in_tasks",
+    "spark_jobs.convert_equality_deletes.in_tasks", "spark_jobs.ingest.object_source",
+    "spark_jobs.files.listing", "spark_jobs.files.deletion",
+)  # fmt: skip
+# Present wherever PySpark runs: its own code (the image's Spark ships it), its optional psutil,
+# setuptools' import hook, and the project itself (shipped by every job).
+_SPARK_PROVIDES = {"pyspark", "pyspark-client", "py4j", "psutil", "setuptools", "icefloe"}
 
 
 def connection(service: Mapping[str, Any], conn_id: str) -> dict[str, Any]:
@@ -106,15 +121,26 @@ def airflow_services(compose: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     return roles
 
 
+CONNECT_SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
+
+
 def spark_services(compose: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
-    """ "master"/"worker" -> service, by the deploy class each one starts."""
+    """ "master"/"worker"/"connect" -> service, by the class each one starts."""
     found = {}
     for name, service in compose["services"].items():
         command = command_list(service)
         for role in ("master", "worker"):
             if f"org.apache.spark.deploy.{role}.{role.capitalize()}" in command:
                 found[role] = {**service, "name": name}
+        if CONNECT_SERVER_CLASS in command:
+            found["connect"] = {**service, "name": name}
     return found
+
+
+def spark_conf(command: list[str]) -> dict[str, str]:
+    """The `--conf key=value` settings of a spark-submit command."""
+    pairs = [command[i + 1] for i, arg in enumerate(command) if arg == "--conf"]
+    return dict(pair.split("=", 1) for pair in pairs)
 
 
 def option(command: list[str], flag: str) -> str:
@@ -296,6 +322,48 @@ def test_spark_dockerfile_installs_the_executor_pins(pins: dict[str, str]) -> No
     )
     assert generated, f"{SPARK_DOCKERFILE} does not run {script} on {requirements}"
     assert re.search(rf'/bin/pip" install --no-cache-dir -r {re.escape(generated[1])};', runs)
+
+
+def test_executor_packages_cover_what_the_tasks_import() -> None:
+    """Every distribution the tasks' modules import is an executor package or installed with
+    one (a missing one fails every task of a job on the cluster, not in local mode)."""
+    script = (
+        "import importlib, json, sys, importlib.metadata as md\n"
+        f"for m in {list(TASK_MODULES)!r}: importlib.import_module(m)\n"
+        "dists = md.packages_distributions()\n"
+        "tops = {n.split('.')[0] for n in sys.modules}\n"
+        "print(json.dumps(sorted({d for t in tops for d in dists.get(t, [])})))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True, timeout=120
+    )
+    imported = {canonicalize_name(d) for d in json.loads(done.stdout)}
+    packages = dockerfile_args(SPARK_DOCKERFILE)["EXECUTOR_PACKAGES"].split()
+    installed = _with_dependencies({canonicalize_name(p) for p in packages})
+    assert imported - installed - _SPARK_PROVIDES == set()
+
+
+def _with_dependencies(names: set[str]) -> set[str]:
+    """`names` and every distribution they require (extras aside), as installed here."""
+    from importlib.metadata import PackageNotFoundError, requires  # noqa: PLC0415
+
+    from packaging.requirements import Requirement  # noqa: PLC0415
+
+    found, todo = set(), list(names)
+    while todo:
+        name = todo.pop()
+        if name in found:
+            continue
+        found.add(name)
+        try:
+            wanted = requires(name) or []
+        except PackageNotFoundError:
+            continue
+        for line in wanted:
+            requirement = Requirement(line)
+            if requirement.marker is None or requirement.marker.evaluate({"extra": ""}):
+                todo.append(canonicalize_name(requirement.name))
+    return found
 
 
 def test_executor_requirements_refuse_an_unpinned_package() -> None:
@@ -577,7 +645,7 @@ def test_spark_connection_names_the_master(compose: dict[str, Any]) -> None:
     conn = connection(airflow_services(compose)["scheduler"], "spark_default")
     assert conn["conn_type"] == "spark"
     spark = spark_services(compose)
-    assert set(spark) == {"master", "worker"}
+    assert set(spark) == {"master", "worker", "connect"}
     master_command = command_list(spark["master"])
     master_host = option(master_command, "--host")
     assert master_host in (spark["master"]["name"], spark["master"].get("hostname"))
@@ -586,6 +654,42 @@ def test_spark_connection_names_the_master(compose: dict[str, Any]) -> None:
     assert f"{conn['host']}:{conn['port']}" == master_url
     assert master_url in command_list(spark["worker"]), "the worker joins another master"
     assert conn.get("extra", {}).get("deploy-mode", "client") == "client"
+
+
+def test_spark_connect_server_runs_on_the_cluster_and_its_connection_reaches_it(
+    compose: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The Spark Connect service is spark-submitted on the Spark image to the standalone
+    master, reachable by executors at its hostname, leaving the workers cores for
+    spark-submit applications; `spark_connect_default` is the URL the Spark provider's hook
+    builds for it, which the jobs take as their Spark Connect server."""
+    from airflow.providers.apache.spark.hooks.spark_connect import SparkConnectHook  # noqa: PLC0415
+
+    from spark_jobs.common.cli import split_remote  # noqa: PLC0415
+
+    spark = spark_services(compose)
+    server, master = spark["connect"], spark["master"]
+    assert (server["image"], server["build"]) == (master["image"], master["build"])
+    command = command_list(server)
+    assert command[0] == "/opt/spark/bin/spark-submit" and command[-1] == "spark-internal"
+    master_command = command_list(master)
+    master_url = f"spark://{option(master_command, '--host')}:{option(master_command, '--port')}"
+    assert option(command, "--master") == master_url
+    conf = spark_conf(command)
+    assert conf["spark.driver.host"] == server["hostname"]
+    port = int(conf["spark.connect.grpc.binding.port"])
+    assert f"{port}" in [p.rsplit(":", 1)[-1] for p in server["ports"]]
+    worker_cores = int(option(command_list(spark["worker"]), "--cores"))
+    assert 0 < int(conf["spark.cores.max"]) < worker_cores, "spark-submit applications get none"
+    assert "exec 3<>/dev/tcp/127.0.0.1/" + str(port) in " ".join(server["healthcheck"]["test"])
+
+    scheduler = airflow_services(compose)["scheduler"]
+    value = environment(scheduler)["AIRFLOW_CONN_SPARK_CONNECT_DEFAULT"]
+    assert connection(scheduler, "spark_connect_default")["conn_type"] == "spark_connect"
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_CONNECT_DEFAULT", value)
+    url = SparkConnectHook("spark_connect_default").get_connection_url()
+    assert url == f"sc://{server['hostname']}:{port}/"
+    assert split_remote(["--remote", url, "--table", "db.t"]) == (url, ["--table", "db.t"])
 
 
 def test_depends_on_refers_to_defined_services_and_can_start(compose: dict[str, Any]) -> None:

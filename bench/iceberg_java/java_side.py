@@ -110,10 +110,11 @@ def main() -> None:
     spark = session(args)
     if command == "build":
         spark.sql("CREATE NAMESPACE IF NOT EXISTS lake.bench")
-        for side in ("java", "ours"):
+        twins = args.get("twins", ["pos", "eq"])  # bench/connect_benchmark.py needs eq only
+        for side in ("java", "ours") if "pos" in twins else ():
             build_position_deleted(spark, f"pos_{side}", args["rows"])
         # A third equality-deleted copy for our convert_equality_deletes.
-        for side in ("java", "ours", "convert"):
+        for side in ("java", "ours", "convert") if "eq" in twins else ():
             build_equality_deleted(spark, f"eq_{side}", args["rows"], Path(args["workdir"]))
     elif command == "compact":
         spark.sql(

@@ -3,6 +3,8 @@
     spark-submit [--py-files dist/icefloe.zip] spark_jobs/main.py <job> \\
         --warehouse /data/wh --table db.events [job options]
     python -m spark_jobs <job> ...                                  # the same, locally
+    SPARK_REMOTE=sc://host:15002 python -m spark_jobs <job> ...     # on a Spark Connect server
+    python spark_jobs/main.py <job> --remote sc://host:15002 ...    # the same
 
 `<job>` is a name of `spark_jobs.specs.jobs.JOBS`; its options come from the job's
 declaration (`spark_jobs.specs.argv`), the catalog options every job shares from
@@ -13,11 +15,27 @@ process listings and scheduler logs show), `--catalog-property K=V` (repeatable,
 `$ICEFLOE_CATALOG_PROPERTIES`, a JSON object, for the same reason), `--catalog-name` and
 `--warehouse`.
 
+Where the Spark work runs: with spark-submit, in the application spark-submit started; run
+with Python (`python -m spark_jobs`, `python spark_jobs/main.py`), on a local Spark, or on the
+Spark Connect server `$SPARK_REMOTE` names (PySpark's own variable) or `--remote sc://...`
+(which wins; a URL carrying a `token` belongs in the variable, for the reason above). Over
+Spark Connect this process is the job's driver: it plans, reads and writes metadata and
+commits here; the server runs the Spark tasks, with `icecore` and `spark_jobs` shipped to it
+by the job (`spark_jobs.common.connect`), so the server needs only the third-party packages
+(and this process's Python minor version). Everything below holds the same on every path: a
+runner changes nothing but the variable (or the flag) to move a job from spark-submit to a
+Connect server. Over Connect, besides: a server that does not answer fails the job at once
+(exit 1, `JobError: no Spark Connect server answers at sc://...`); a malformed `--remote` is
+a bad command line (exit 2); the job never connects when its work needs no Spark; a client
+killed at any point leaves the table as it was (it commits, the server only writes files); and
+the server session, shared by the jobs of one code version, stays open when the job ends.
+
 Order of work: the options are parsed and checked first (a bad value exits 2 with one line
-naming the flag, and no Spark JVM is ever started), then the catalog is opened (a warehouse
-directory or SQLite catalog that does not exist is refused in one line naming it, and nothing
-is created, except by `ingest --create`), then the job runs, given a Spark session it starts
-when its work needs one (`spark_jobs.common.session.OnDemandSession`).
+naming the flag, and no Spark JVM is ever started nor any server contacted), then the catalog
+is opened (a warehouse directory or SQLite catalog that does not exist is refused in one line
+naming it, and nothing is created, except by `ingest --create`), then the job runs, given a
+Spark session it starts (or connects) when its work needs one
+(`spark_jobs.common.session.OnDemandSession`).
 
 Output: the last line on stdout is one JSON object with the job's result counters, so a
 scheduler can parse it whatever Spark printed before; a runner that sets
@@ -27,7 +45,8 @@ non-zero (1; 2 for a bad command line) and the last line on stderr is a one-line
 (`ExceptionType: message`), printed after the Spark session has stopped, so that no shutdown
 log follows it. Tracebacks are printed above it only for failures that are bugs, not for bad
 input or conflicts the user can act on. The jobs' own progress lines go to stderr through
-`logging` (`icefloe.<job>`), and Spark's own logging is turned down to warnings.
+`logging` (`icefloe.<job>`), and Spark's own logging is turned down to warnings (over Spark
+Connect, Spark logs on the server, not here).
 """
 
 from __future__ import annotations
@@ -45,6 +64,7 @@ from icecore.catalog import Catalog, catalog_from_settings
 from icecore.errors import IcecoreError
 from spark_jobs.common.errors import JobError
 from spark_jobs.specs.argv import (
+    REMOTE_ENV,
     RESULT_FILE_ENV,
     CatalogArgs,
     catalog_settings,
@@ -88,20 +108,47 @@ def _logging() -> None:
     logger.propagate = False
 
 
+def split_remote(argv: Sequence[str]) -> tuple[str | None, list[str]]:
+    """`--remote URL` (or `--remote=URL`) taken out of a job's arguments: the Spark Connect
+    server, checked for its form (sc://host[:port][/;param=value...]) before anything runs
+    (a usage error, as argparse's are)."""
+    rest: list[str] = []
+    remote = None
+    args = iter(argv)
+    for arg in args:
+        if arg == "--remote":
+            remote = next(args, "")
+        elif arg.startswith("--remote="):
+            remote = arg.split("=", 1)[1]
+        else:
+            rest.append(arg)
+    if remote is None:
+        return None, rest
+    if not remote.startswith("sc://") or len(remote) <= len("sc://"):
+        raise SystemExit(f"--remote: {remote!r} is not a Spark Connect URL (sc://host:port)")
+    if "token=" in remote:
+        raise SystemExit(
+            f"--remote with a token would show a secret in process listings and logs; set "
+            f"${REMOTE_ENV} instead"
+        )
+    return remote, rest
+
+
 def run_job(job: str, argv: Sequence[str]) -> Mapping[str, Any]:
     """Parse and check `argv` for `job`, then run it on a fresh session; its result."""
-    from spark_jobs.common.session import job_session  # noqa: PLC0415 (after the check)
-
+    remote, argv = split_remote(argv)
     spec = JOBS.get(job)
     if spec is None:
         raise SystemExit(
             f"unknown job {job!r}; the jobs are: {', '.join(JOBS)} (usage: <job> --help)"
         )
     args = parse_job_args(spec, argv)
+    from spark_jobs.common.session import job_session  # noqa: PLC0415 (after the check)
+
     module = importlib.import_module(f"spark_jobs.{job}")
     catalog = open_catalog(args.catalog, create=bool(getattr(args.options, "create", False)))
     try:
-        return dict(module.run(job_session(f"icefloe-{job}"), catalog, args.options))
+        return dict(module.run(job_session(f"icefloe-{job}", remote), catalog, args.options))
     finally:
         catalog.close()
 
@@ -152,6 +199,18 @@ def _stop_spark(before: object) -> None:
         session.stop()
 
 
+def _release_connect_session(before: object) -> None:
+    """Over Spark Connect, end the session the job opened once its work is done: the server
+    then drops the session's state and shipped files (it keeps them for an hour otherwise).
+    A classic session ends with the process, as spark-submit's always has."""
+    session = _active_session()
+    if session is not None and session is not before:
+        from spark_jobs.common.connect import is_connect  # noqa: PLC0415 (pyspark loaded)
+
+        if is_connect(session):  # type: ignore[arg-type]
+            session.stop()  # type: ignore[attr-defined]
+
+
 def _active_session() -> object:
     if "pyspark" not in sys.modules:
         return None
@@ -171,7 +230,10 @@ def main(
     err = stderr or sys.stderr
     args = list(sys.argv[1:] if argv is None else argv)
     if not args or args[0] in ("-h", "--help"):
-        print(f"usage: main.py <job> [options]; jobs: {', '.join(JOBS)}", file=out)
+        print(
+            f"usage: main.py <job> [--remote sc://host:port] [options]; jobs: {', '.join(JOBS)}",
+            file=out,
+        )
         return 0 if args else EXIT_USAGE
     _logging()
     before = _active_session()
@@ -194,6 +256,7 @@ def main(
         _stop_spark(before)
         _say_cause(one_line(exc), err)
         return EXIT_FAILED
+    _release_connect_session(before)
     print(json.dumps(dict(result), sort_keys=True, default=str), file=out, flush=True)
     _record({"result": result})
     return 0

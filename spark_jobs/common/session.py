@@ -1,4 +1,13 @@
-"""The Spark session settings the jobs need, and the session they run in.
+"""The Spark session a job runs in: classic (spark-submit, local, an in-process caller's) or a
+client of a Spark Connect server, and the settings the jobs need either way.
+
+A job run with `SPARK_REMOTE=sc://host:15002` (PySpark's own variable) or `--remote
+sc://host:15002` gets a Spark Connect session (`spark_jobs.common.connect`): the job's driver
+part (planning, commits, icecore) runs in the calling process, its Spark work on the server,
+with `icecore` and `spark_jobs` shipped to it by the job, so a stock server whose Python has the
+third-party packages serves it. The jobs never use the SparkContext (no RDDs, broadcast
+variables, accumulators or JVM gateway calls), so the same code runs on both kinds of session;
+what differs is here (`parallelism`, `isolated_session`) and in `connect`.
 
 Table files never go through Spark's Parquet reader or writer (`spark_jobs.reading`,
 `spark_jobs.writing`: FileIO in the tasks); Spark reads only the user's ingestion source.
@@ -13,9 +22,14 @@ All of them exist, with these names, in Spark 3.5 and 4.x, classic and Connect.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 
 from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+
+from spark_jobs.common.connect import is_connect, private_session, shared_session
+from spark_jobs.specs.argv import REMOTE_ENV
 
 ICEBERG_SQL_CONF = {
     "spark.sql.parquet.fieldId.read.enabled": "true",
@@ -23,6 +37,9 @@ ICEBERG_SQL_CONF = {
     "spark.sql.parquet.datetimeRebaseModeInRead": "CORRECTED",
     "spark.sql.parquet.int96RebaseModeInRead": "CORRECTED",
 }
+# Set by the Airflow operator when it configured Spark's logging itself (warnings in the task
+# log, everything in a file); otherwise a job turns Spark's own logging down to warnings.
+SPARK_LOGGING_ENV = "ICEFLOE_SPARK_LOGGING"
 
 
 def configure(spark: SparkSession) -> SparkSession:
@@ -32,14 +49,14 @@ def configure(spark: SparkSession) -> SparkSession:
     return spark
 
 
-# Set by the Airflow operator when it configured Spark's logging itself (warnings in the task
-# log, everything in a file); otherwise a job turns Spark's own logging down to warnings.
-SPARK_LOGGING_ENV = "ICEFLOE_SPARK_LOGGING"
-
-
-def get_session(app_name: str) -> SparkSession:
-    """The job's session: the one spark-submit configured, with the Iceberg settings on and
-    Spark's own log at warnings (people read the job's lines; Spark's INFO drowned them)."""
+def get_session(app_name: str, remote: str | None = None) -> SparkSession:
+    """The job's session: on the Spark Connect server `remote` (else `$SPARK_REMOTE`) names,
+    with icefloe's packages shipped to it; else the one spark-submit configured, with Spark's
+    own log at warnings (people read the job's lines; Spark's INFO drowned them). The Iceberg
+    settings are on either way."""
+    url = remote or os.environ.get(REMOTE_ENV)
+    if url:
+        return shared_session(url, ICEBERG_SQL_CONF)
     builder = SparkSession.builder.appName(app_name).config("spark.ui.showConsoleProgress", "false")
     session = configure(builder.getOrCreate())
     if os.environ.get(SPARK_LOGGING_ENV) != "configured":
@@ -54,24 +71,26 @@ class OnDemandSession:
     """The job's session, started the first time a job asks for it: a job whose work is
     small enough to do in the driver's own threads (a conversion of a small table, an expiry
     deleting a few files) never starts a SparkContext, the largest fixed cost of a run
-    (seconds before the first task, on a cluster more while executors are allocated).
+    (seconds before the first task, on a cluster more while executors are allocated), nor
+    connects to a Spark Connect server.
 
     In YARN's cluster mode the application master fails an application that never started
     a SparkContext, so there `job_session` starts it up front."""
 
-    def __init__(self, app_name: str) -> None:
+    def __init__(self, app_name: str, remote: str | None = None) -> None:
         self.app_name = app_name
+        self.remote = remote
         self._session: SparkSession | None = None
 
     def __call__(self) -> SparkSession:
         if self._session is None:
-            self._session = get_session(self.app_name)
+            self._session = get_session(self.app_name, self.remote)
         return self._session
 
 
-def job_session(app_name: str) -> SessionSource:
+def job_session(app_name: str, remote: str | None = None) -> SessionSource:
     """The session a job run from the command line is given."""
-    source = OnDemandSession(app_name)
+    source = OnDemandSession(app_name, remote)
     return source() if _yarn_cluster_driver() else source
 
 
@@ -90,20 +109,54 @@ def _yarn_cluster_driver() -> bool:
 
 def session_of(source: SessionSource) -> SparkSession:
     """The session itself, started now if `source` starts it on demand."""
-    return source if isinstance(source, SparkSession) else source()
+    return source() if callable(source) else source
 
 
-def isolated_session(spark: SparkSession, settings: Mapping[str, str]) -> SparkSession:
-    """A new session on `spark`'s context with a copy of its SQL settings plus `settings`,
-    for work that needs settings nothing else running in `spark` should see.
+_PARALLELISM: dict[str, int] = {}  # per Connect session id
 
-    `SET` lists the settings the session has set (those given at start-up and at run time);
-    the ones fixed at start-up (static, or SparkContext settings) are not copied: the new
-    session already has them."""
+
+def parallelism(spark: SparkSession) -> int:
+    """How many tasks the cluster runs at once by default (Spark's default parallelism), to
+    size the jobs' task lists. A Connect client has no SparkContext to ask: there it is the
+    number of partitions a range gets by default (Spark's leaf-node parallelism, the default
+    parallelism unless set apart), counted by a small JVM-only query once per session, unless
+    the server sets `spark.default.parallelism`."""
+    if not is_connect(spark):
+        return int(spark.sparkContext.defaultParallelism)
+    found = _PARALLELISM.get(spark.session_id)
+    if found is None:
+        configured = spark.conf.get("spark.default.parallelism", None)
+        if configured:
+            found = int(configured)
+        else:
+            ids = spark.range(0, 1 << 20).select(F.spark_partition_id().alias("p"))
+            last = ids.agg(F.max("p")).first()
+            found = int(last[0]) + 1 if last else 1
+        _PARALLELISM[spark.session_id] = found
+    return found
+
+
+@contextmanager
+def isolated_session(spark: SparkSession, settings: Mapping[str, str]) -> Iterator[SparkSession]:
+    """A session with `spark`'s SQL settings plus `settings`, for work that needs settings
+    nothing else running in `spark` should see.
+
+    Classic: a new session on `spark`'s context holding a copy of its settings. `SET` lists
+    the settings the session has set (those given at start-up and at run time); the ones
+    fixed at start-up (static, or SparkContext settings) are not copied: the new session
+    already has them.
+
+    Connect: a session of the job's own on the same server (`connect.private_session`), with
+    the Iceberg settings and `settings` (the shared session is other jobs' too, and PySpark's
+    Connect client has no `newSession`), released after the block."""
+    if is_connect(spark):
+        with private_session(spark, {**ICEBERG_SQL_CONF, **settings}) as session:
+            yield session
+        return
     session = spark.newSession()
     for row in spark.sql("SET").collect():
         if spark.conf.isModifiable(row.key):
             session.conf.set(row.key, row.value)
     for key, value in settings.items():
         session.conf.set(key, value)
-    return session
+    yield session

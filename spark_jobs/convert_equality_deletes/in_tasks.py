@@ -43,6 +43,7 @@ from icecore.data.metrics import MetricsConfig
 from icecore.spec.manifest import DataFile, content_key
 from icecore.spec.metadata_columns import POSITION_DELETE_SCHEMA
 from icecore.spec.types import NestedField
+from spark_jobs.common.session import parallelism
 from spark_jobs.common.worker import cheap_cache_invalidation, worker_io
 from spark_jobs.writing.arrow_files import (
     WRITTEN,
@@ -102,7 +103,7 @@ def key_bytes(file: DataFile, field_ids: Sequence[int]) -> int:
 def convert_in_tasks(work: Work, *, spark: SparkSession | None) -> WrittenDVs:
     """Match and write, in Spark tasks with a session, else in the driver's threads: position
     delete files go into `work.run` (one `_group=` directory per group); DVs are returned."""
-    workers = spark.sparkContext.defaultParallelism if spark is not None else os.cpu_count() or 1
+    workers = parallelism(spark) if spark is not None else os.cpu_count() or 1
     bins = _bins(work, workers)
     file_set = FileSet.position_deletes(work.run.metadata.spec(), GroupLayout(work.groups))
     location = work.run.location_of(file_set)

@@ -1,6 +1,8 @@
 """Deleting many files: on the driver when there are few, as a Spark job
-over the list of paths when there are many (each executor builds its own `FileIO` from the
-catalog's properties, so credentials travel as they do for the data files).
+over the list of paths when there are many (a frame of the paths spread over tasks, each
+deleting its share through `mapInArrow` with the executor's `FileIO`, built from the catalog's
+properties, so credentials travel as they do for the data files; the same on classic Spark and
+over Spark Connect).
 
 A file already gone counts as deleted (another cleanup got there first); any other failure is
 collected, never raised: by the time the maintenance jobs delete, their commit has happened,
@@ -9,16 +11,21 @@ and a file left behind only costs storage (orphan-file removal finds it later).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
+
+import pyarrow as pa
 
 from icecore.io import FileIO
-from spark_jobs.common.session import SessionSource, session_of
+from spark_jobs.common.session import SessionSource, parallelism, session_of
+from spark_jobs.common.worker import worker_io
 
 # Below this many files a Spark job costs more than it saves.
 DEFAULT_EXECUTOR_THRESHOLD = 1000
 DEFAULT_THREADS = 16
 _FILES_PER_TASK = 500
+_OUTCOME = "path string, cause string"
 
 
 @dataclass(frozen=True)
@@ -37,14 +44,19 @@ def _delete_all(io: FileIO, paths: Sequence[str], threads: int) -> Iterator[tupl
         yield path, failed.get(path)
 
 
-def _delete_partition(
-    properties: Mapping[str, str], threads: int
-) -> Callable[[Iterable[str]], Iterator[tuple[str, str | None]]]:
-    def run(paths: Iterable[str]) -> Iterator[tuple[str, str | None]]:
-        io = FileIO(properties)
-        yield from _delete_all(io, list(paths), threads)
-
-    return run
+def _delete_paths(
+    batches: Iterator[pa.RecordBatch], properties: dict[str, str], threads: int
+) -> Iterator[pa.RecordBatch]:
+    """Delete the task's share of the paths; `_OUTCOME` rows (cause null: deleted)."""
+    io = worker_io(properties)
+    for batch in batches:
+        outcome = list(_delete_all(io, batch.column(0).to_pylist(), threads))
+        yield pa.RecordBatch.from_pydict(
+            {
+                "path": [path for path, _ in outcome],
+                "cause": pa.array([cause for _, cause in outcome], pa.string()),
+            }
+        )
 
 
 def delete_files(
@@ -65,9 +77,11 @@ def delete_files(
         assert spark is not None
         session = session_of(spark)  # started only now: few files need no Spark
         slices = max(1, min(len(unique) // _FILES_PER_TASK + 1, 10_000))
-        slices = max(slices, min(len(unique), session.sparkContext.defaultParallelism))
-        rdd = session.sparkContext.parallelize(unique, slices)
-        results = rdd.mapPartitions(_delete_partition(dict(io.properties), threads)).collect()
+        slices = max(slices, min(len(unique), parallelism(session)))
+        delete = partial(_delete_paths, properties=dict(io.properties), threads=threads)
+        paths = session.createDataFrame([(p,) for p in unique], "path string")
+        rows = paths.repartition(slices).mapInArrow(delete, _OUTCOME).collect()
+        results = [(row.path, row.cause) for row in rows]
     else:
         results = list(_delete_all(io, unique, threads))
     failed = {path: cause for path, cause in results if cause is not None}

@@ -1,9 +1,11 @@
 """Listing every file under a table location, in parallel for large tables.
 
 The driver lists the top of the tree itself, directory level by directory level, down to
-`depth` levels; the directories it reached are then listed recursively as a Spark job, one
-task per directory, each executor with its own `FileIO` (built from the catalog's properties).
-With fewer directories than `parallel_threshold` everything is listed on the driver.
+`depth` levels; the directories it reached are then listed recursively as a Spark job (a
+frame of their locations spread over tasks, each listing its share through `mapInArrow` with
+the executor's `FileIO`, built from the catalog's properties), which runs the same on classic
+Spark and over Spark Connect. With fewer directories than `parallel_threshold` everything is
+listed on the driver.
 
 Object stores (S3, GCS, Azure Blob) have no directories, only keys: a walk level by level
 costs a request per "directory" and depends on the store synthesizing them (not every
@@ -16,20 +18,24 @@ comparable with the ones the metadata holds.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from functools import partial
 
+import pyarrow as pa
 from pyarrow import fs as pafs
 
 from icecore.catalog.locations import Key, location_key
 from icecore.errors import FileError
 from icecore.io import FileIO, ListedFile
 from icecore.io.locations import Store, parse
-from spark_jobs.common.session import SessionSource, session_of
+from spark_jobs.common.session import SessionSource, parallelism, session_of
+from spark_jobs.common.worker import worker_io
 
 _OBJECT_STORES = frozenset({Store.S3, Store.GCS, Store.AZURE})
 DEFAULT_DEPTH = 2
 DEFAULT_PARALLEL_THRESHOLD = 8
+_LISTED = "location string, size long, mtime_ms long"
 
 
 @dataclass(frozen=True)
@@ -58,16 +64,20 @@ def _children(io: FileIO, location: str) -> tuple[list[ListedFile], list[str]]:
     return files, directories
 
 
-def _list_partition(
-    properties: Mapping[str, str],
-) -> Callable[[Iterable[str]], Iterator[tuple[str, int, int | None]]]:
-    def run(locations: Iterable[str]) -> Iterator[tuple[str, int, int | None]]:
-        io = FileIO(properties)
-        for location in locations:
-            for listed in io.list_prefix(location):
-                yield listed.location, listed.size, listed.mtime_ms
-
-    return run
+def _list_directories(
+    batches: Iterator[pa.RecordBatch], properties: dict[str, str]
+) -> Iterator[pa.RecordBatch]:
+    """Every file under each directory of the task's share (`_LISTED` rows)."""
+    io = worker_io(properties)
+    for batch in batches:
+        listed = [f for location in batch.column(0).to_pylist() for f in io.list_prefix(location)]
+        yield pa.RecordBatch.from_pydict(
+            {
+                "location": [f.location for f in listed],
+                "size": pa.array([f.size for f in listed], pa.int64()),
+                "mtime_ms": pa.array([f.mtime_ms for f in listed], pa.int64()),
+            }
+        )
 
 
 def _under(location: str, directory: Key) -> bool:
@@ -112,11 +122,12 @@ def list_files(
             files.extend(io.list_prefix(directory))
         return Listing(files, 0)
     session = session_of(spark)  # started only now: a small tree needs no Spark
-    slices = min(len(frontier), max(1, session.sparkContext.defaultParallelism * 4))
+    slices = min(len(frontier), max(1, parallelism(session) * 4))
+    directories = session.createDataFrame([(d,) for d in sorted(frontier)], "location string")
     rows = (
-        session.sparkContext.parallelize(sorted(frontier), slices)
-        .mapPartitions(_list_partition(dict(io.properties)))
+        directories.repartition(slices)
+        .mapInArrow(partial(_list_directories, properties=dict(io.properties)), _LISTED)
         .collect()
     )
-    files.extend(ListedFile(loc, size, mtime) for loc, size, mtime in rows)
+    files.extend(ListedFile(r.location, r.size, r.mtime_ms) for r in rows)
     return Listing(files, len(frontier))

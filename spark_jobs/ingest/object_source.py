@@ -4,7 +4,7 @@ Table files never go through Hadoop (see `spark_jobs/reading/parquet_files.py`),
 without the S3A, GCS or ABFS connector runs every job on an `s3://`, `gs://` or `abfss://`
 table. A batch placed next to such a table would still need the connector, its SDK and a
 second copy of the credentials in Hadoop's settings. So when Spark cannot open the source's
-scheme (`FileSystem.getFileSystemClass` finds no class for it), the batch is read the way table
+scheme (Hadoop finds no FileSystem class for it), the batch is read the way table
 files are: each Spark task opens its files with a `FileIO` built from the catalog's properties
 (Iceberg's `s3.*`, `gcs.*`, `adls.*` names, or the credentials a REST catalog vends) and hands
 Spark Arrow batches. The properties travel in the tasks' closure, never on a command line or in
@@ -32,6 +32,8 @@ from __future__ import annotations
 
 import codecs
 import json
+import re
+import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
@@ -41,7 +43,6 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
-from py4j.protocol import Py4JJavaError
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
@@ -54,7 +55,9 @@ from icecore.io.locations import SCHEMES, Store
 from icecore.spec.schema import Schema
 from icecore.spec.types import IcebergType, ListType, MapType, StructType, TimeType, UUIDType
 from spark_jobs.common.errors import JobError
+from spark_jobs.common.session import parallelism
 from spark_jobs.common.worker import cheap_cache_invalidation, worker_io
+from spark_jobs.ingest.json_schema import infer_json_schema
 from spark_jobs.reading.parquet_files import SPLIT_BYTES, pack_splits
 from spark_jobs.schema import arrow_source_schema, checked, quoted, spark_type
 
@@ -65,6 +68,12 @@ _CSV_OPTIONS = frozenset(
      "charset", "inferschema", "mode"}
 )  # fmt: skip
 _JSON_FILE_OPTIONS = frozenset({"encoding", "charset", "multiline"})
+# How Hadoop says it has no FileSystem for a scheme (classic: Py4JJavaError's text; Connect:
+# the server's exception class and message).
+_NO_FILESYSTEM = re.compile(
+    r"UnsupportedFileSystemException|No FileSystem for scheme"
+    r"|ClassNotFoundException: Class \S+ not found"
+)
 # CSV inference: the first type every value of a column parses as (Spark's order of tries).
 _INFERRED = (
     ("int", None),
@@ -79,17 +88,19 @@ _INFERRED = (
 def spark_cannot_read(spark: SparkSession, path: str) -> bool:
     """Whether `path` is on an object store whose scheme Spark has no Hadoop FileSystem for.
 
-    Asked of Hadoop itself (`FileSystem.getFileSystemClass`, in Spark 3.5 and 4 alike), so a
-    Spark with S3A or EMRFS configured for `s3://` keeps reading with the user's settings."""
+    Asked of Spark itself, on the cluster (over Spark Connect, the server's): it resolves a
+    path that does not exist below `path` with the scheme's FileSystem, which fails with
+    Hadoop's UnsupportedFileSystemException, or a ClassNotFoundException for a configured
+    class that is missing, and otherwise only says the path is not there. A Spark with S3A or
+    EMRFS configured for `s3://` keeps reading with the user's settings."""
     scheme, sep, _ = path.partition("://")
     if not sep or scheme.lower() not in OBJECT_STORE_SCHEMES:
         return False
-    jvm = spark.sparkContext._jvm
-    conf = spark.sparkContext._jsc.hadoopConfiguration()
+    probe = f"{path.rstrip('/')}/_icefloe_probe_{uuid.uuid4().hex}"
     try:
-        jvm.org.apache.hadoop.fs.FileSystem.getFileSystemClass(scheme.lower(), conf)
-    except Py4JJavaError:
-        return True  # UnsupportedFileSystemException, or a configured class that is missing
+        spark.read.format("text").load(probe).schema  # noqa: B018 (resolving is the probe)
+    except Exception as exc:  # PATH_NOT_FOUND, or the store's own error: Spark can read
+        return _NO_FILESYSTEM.search(str(exc)) is not None
     return False
 
 
@@ -308,8 +319,7 @@ def _read_json(batch: _Batch, options: Mapping[str, str], table_schema: Schema |
     file_options = {"encoding": lowered.get("encoding", lowered.get("charset", "utf-8"))}
     lines = _read_files(batch, "json", text, file_options)
     order_columns = batch.order_columns
-    sample = lines.select(_TEXT).rdd.map(lambda row: row[0])
-    inferred = batch.spark.read.options(**{**spark_options, "mode": "FAILFAST"}).json(sample).schema
+    inferred = infer_json_schema(lines.select(_TEXT), {**spark_options, "mode": "FAILFAST"})
     known = {f.name.lower(): f.field_type for f in table_schema.fields} if table_schema else {}
     read = T.StructType(
         [
@@ -352,7 +362,7 @@ def _read_files(
     spark = batch.spark
     splits = [(location, 0, size) for location, size in batch.files]
     tasks = [[location for location, _, _ in task] for task in
-             pack_splits(splits, spark.sparkContext.defaultParallelism, SPLIT_BYTES)]  # fmt: skip
+             pack_splits(splits, parallelism(spark), SPLIT_BYTES)]  # fmt: skip
     file, split, row = batch.order_columns
     output = T.StructType(
         [

@@ -43,6 +43,7 @@ from icecore.data.parquet_columns import (
     row_group_midpoint,
 )
 from icecore.spec.types import NestedField
+from spark_jobs.common.session import parallelism
 from spark_jobs.common.worker import cheap_cache_invalidation, worker_io
 from spark_jobs.schema import spark_schema
 
@@ -79,7 +80,7 @@ def read_parquet(
         if size is not None
         for start in range(0, max(size, 1), split_bytes)
     ] + [(location, 0, _WHOLE_FILE) for location, size in files if size is None]
-    tasks = pack_splits(splits, spark.sparkContext.defaultParallelism, split_bytes)
+    tasks = pack_splits(splits, parallelism(spark), split_bytes)
     extra = [T.StructField(n, t, True) for n, t in (per_file.columns if per_file else ())]
     if position_column:
         extra.append(T.StructField(position_column, T.LongType(), False))

@@ -29,8 +29,9 @@ columns are in the files only: the table's schema does not change, and a v2 tabl
 are written as before.
 
 The settings the writes need (`_WRITE_SETTINGS`) are set on a session of their own
-(`SparkSession.newSession`: same SparkContext, separate SQL settings, holding a copy of the
-caller's), so the caller's session, and whatever else runs in it meanwhile, never sees them.
+(`common.session.isolated_session`: on classic Spark a new session on the same SparkContext
+holding a copy of the caller's settings, so the caller's session, and whatever else runs in it
+meanwhile, never sees them; over Spark Connect the job's own session, for the writes only).
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
+from contextlib import ExitStack
 from functools import reduce
 from typing import Any
 
@@ -122,63 +124,67 @@ def write_groups(
     moved = [g for g in groups if g.spec_id != spec_id]
     packed = same if order is None else []  # bin-packed in place: rewritten in the tasks
     same = [g for g in same if g not in packed]
-    # Only groups Spark shuffles read through `LiveRows`, in a session of their own (copying
-    # the caller's settings costs a JVM round trip per setting).
-    live = (
-        LiveRows(
-            isolated_session(spark, _WRITE_SETTINGS),
+    with ExitStack() as scope:
+        # Only groups Spark shuffles read through `LiveRows`, in a session of their own (copying
+        # the caller's settings costs a JVM round trip per setting).
+        live = None
+        if same or moved:
+            session = scope.enter_context(isolated_session(spark, _WRITE_SETTINGS))
+            live = LiveRows(
+                session,
+                schema,
+                [*same, *moved],
+                plan.delete_sequence_numbers,
+                run.io_properties,
+                lineage=lineage,
+            )
+        records = sum(g.input_records for g in groups)
+        size = sum(g.input_bytes for g in groups)
+        max_records = max(1, int(sizes.write_max_file_size() * records / size)) if size else None
+        writer = _GroupWriter(
+            live,
             schema,
-            [*same, *moved],
-            plan.delete_sequence_numbers,
-            run.io_properties,
-            lineage=lineage,
+            spec,
+            sizes=sizes,
+            order=order,
+            # The file schema's: lineage columns come last, so a table with more columns than
+            # get inferred metrics gives them none, as Java's default mode then is.
+            metrics=MetricsConfig.for_table(metadata.properties, file_schema),
+            sort_order_id=_order_id(metadata.sort_order(), order),
+            file_schema=file_schema,
         )
-        if same or moved
-        else None
-    )
-    records = sum(g.input_records for g in groups)
-    size = sum(g.input_bytes for g in groups)
-    max_records = max(1, int(sizes.write_max_file_size() * records / size)) if size else None
-    writer = _GroupWriter(
-        live,
-        schema,
-        spec,
-        sizes=sizes,
-        order=order,
-        # The file schema's: lineage columns come last, so a table with more columns than
-        # get inferred metrics gives them none, as Java's default mode then is.
-        metrics=MetricsConfig.for_table(metadata.properties, file_schema),
-        sort_order_id=_order_id(metadata.sort_order(), order),
-        file_schema=file_schema,
-    )
-    jobs = [
-        (name, chunk, kind)
-        for kind, chosen in (("packed", packed), ("group", same), ("regroup", moved))
-        for n, chunk in enumerate(_chunks(chosen, GROUPS_PER_JOB))
-        for name in [f"{kind}-{n}"]
-    ]
+        jobs = [
+            (name, chunk, kind)
+            for kind, chosen in (("packed", packed), ("group", same), ("regroup", moved))
+            for n, chunk in enumerate(_chunks(chosen, GROUPS_PER_JOB))
+            for name in [f"{kind}-{n}"]
+        ]
 
-    def write(name: str, chunk: list[FileGroup], kind: str) -> list[str]:
-        if kind != "packed":
-            return writer.write(run, name, chunk, respec=kind == "regroup", max_records=max_records)
-        return rewrite_in_tasks(
-            spark,
-            chunk,
-            run=run,
-            file_set=writer.file_set(name, chunk),
-            table_schema=schema,
-            output_files={g.index: sizes.output_files(g.input_bytes) for g in chunk},
-            max_records=max_records,
-            lineage=lineage,
-        )
+        def write(name: str, chunk: list[FileGroup], kind: str) -> list[str]:
+            if kind != "packed":
+                return writer.write(
+                    run, name, chunk, respec=kind == "regroup", max_records=max_records
+                )
+            return rewrite_in_tasks(
+                spark,
+                chunk,
+                run=run,
+                file_set=writer.file_set(name, chunk),
+                table_schema=schema,
+                output_files={g.index: sizes.output_files(g.input_bytes) for g in chunk},
+                max_records=max_records,
+                lineage=lineage,
+            )
 
-    workers = max(1, min(concurrency, len(jobs)))
-    progress = Progress(LOG, len(groups), "groups")
-    with ThreadPoolExecutor(max_workers=workers) as pool:
-        futures = {pool.submit(write, name, chunk, kind): chunk for name, chunk, kind in jobs}
-        for future in as_completed(futures):
-            chunk = futures[future]
-            progress.finished(len(chunk), len(future.result()), sum(g.input_bytes for g in chunk))
+        workers = max(1, min(concurrency, len(jobs)))
+        progress = Progress(LOG, len(groups), "groups")
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            futures = {pool.submit(write, name, chunk, kind): chunk for name, chunk, kind in jobs}
+            for future in as_completed(futures):
+                chunk = futures[future]
+                progress.finished(
+                    len(chunk), len(future.result()), sum(g.input_bytes for g in chunk)
+                )
     out: dict[int, list[DataFile]] = {g.index: [] for g in groups}
     for f in run.files():
         out[group_of(run.directory_of(f.file_path))].append(f)

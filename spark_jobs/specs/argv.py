@@ -34,6 +34,9 @@ CATALOG_PROPERTIES_ENV = "ICEFLOE_CATALOG_PROPERTIES"
 # Where a runner (the Airflow operator) wants the job's outcome as JSON, besides the output:
 # {"result": {...}} or {"cause": "Type: message"}; read back whatever the job printed.
 RESULT_FILE_ENV = "ICEFLOE_RESULT_FILE"
+# PySpark's own variable naming a Spark Connect server (`sc://host:15002`): a job run with it
+# set (or with `--remote`) runs its Spark work there (spark_jobs.common.cli).
+REMOTE_ENV = "SPARK_REMOTE"
 
 
 @dataclass(frozen=True)

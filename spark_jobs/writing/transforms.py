@@ -143,21 +143,18 @@ def transform_column(transform: Transform, sql: str, source_type: IcebergType) -
 # Bucket ----------------------------------------------------------------------------------------
 
 
-@F.pandas_udf(T.IntegerType())  # type: ignore[call-overload]
 def _bucket_longs(values: pd.Series, buckets: pd.Series) -> pd.Series:
     count = int(buckets.iloc[0]) if len(buckets) else 1
     hashes = murmur3_longs(values.to_numpy(dtype=np.int64))
     return pd.Series(to_bucket(hashes, count), dtype="int32")
 
 
-@F.pandas_udf(T.IntegerType())  # type: ignore[call-overload]
 def _bucket_strings(values: pd.Series, buckets: pd.Series) -> pd.Series:
     count = int(buckets.iloc[0]) if len(buckets) else 1
     array = pa.array(values.astype(object).tolist(), type=pa.large_string())
     return pd.Series(to_bucket(murmur3_binary(array), count), dtype="int32")
 
 
-@F.pandas_udf(T.IntegerType())  # type: ignore[call-overload]
 def _bucket_binary(values: pd.Series, buckets: pd.Series) -> pd.Series:
     count = int(buckets.iloc[0]) if len(buckets) else 1
     array = pa.array([bytes(v) for v in values], type=pa.large_binary())
@@ -165,7 +162,6 @@ def _bucket_binary(values: pd.Series, buckets: pd.Series) -> pd.Series:
 
 
 def _bucket_decimal_udf(decimal_type: DecimalType):  # type: ignore[no-untyped-def]
-    @F.pandas_udf(T.IntegerType())  # type: ignore[call-overload]
     def bucket(values: pd.Series, buckets: pd.Series) -> pd.Series:
         count = int(buckets.iloc[0]) if len(buckets) else 1
         return pd.Series(bucket_decimals(values, decimal_type, count), dtype="int32")
@@ -194,7 +190,10 @@ def bucket_column(num_buckets: int, sql: str, source_type: IcebergType) -> Colum
         value, udf = sql, _bucket_decimal_udf(source_type)
     else:
         raise JobError(f"bucket[{num_buckets}] of type {source_type} is not supported")
-    hashed = udf(F.expr(f"coalesce({value}, {placeholder})"), F.lit(num_buckets))
+    # Made per call, not at import: a pandas UDF is a classic or a Spark Connect one
+    # depending on the session the process has when it is made.
+    bucket = F.pandas_udf(udf, T.IntegerType())  # type: ignore[call-overload]
+    hashed = bucket(F.expr(f"coalesce({value}, {placeholder})"), F.lit(num_buckets))
     return F.when(F.expr(f"({sql}) is null"), F.lit(None).cast("int")).otherwise(hashed)
 
 

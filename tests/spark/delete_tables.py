@@ -90,7 +90,7 @@ def _micros(ts: dt.datetime) -> int:
     return (ts - dt.datetime(1970, 1, 1)) // dt.timedelta(microseconds=1)
 
 
-def create(catalog: SqlCatalog, partition_by: str | None) -> Table:
+def create(catalog: SqlCatalog, partition_by: str | None, name: str = TABLE) -> Table:
     """The table the ingestion job creates for SOURCE_SCHEMA (keyed by `id`)."""
     schema = Schema(
         (
@@ -101,7 +101,7 @@ def create(catalog: SqlCatalog, partition_by: str | None) -> Table:
     )
     return create_table(
         catalog,
-        TABLE,
+        name,
         schema,
         partition_by=partition_by,
         sort_by=None,

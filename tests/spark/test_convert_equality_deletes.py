@@ -33,6 +33,7 @@ from tests.spark.delete_tables import TABLE, build, cdc, live, rows
 from tests.spark.submit import spark_submit
 from tests.support.duckdb import duck_connection  # noqa: F401 - provides the `duck` fixture
 from tests.support.reader import scan_rows
+from tests.support.spark_connect import JobRun
 
 
 def _check_sequence_numbers(table: Any, before: dict[FileContent, list[Any]]) -> None:
@@ -85,17 +86,21 @@ def _convert_and_check(
     *,
     duck_before: bool = True,
     route: str = "driver",
+    run: JobRun | None = None,
 ) -> None:
-    """Convert the table's equality deletes (matching where `route` says); every reader sees
-    the same rows after, no equality delete is live, and the new files and their sequence
-    numbers are right."""
+    """Convert the table's equality deletes (matching where `route` says; by `run`, else on
+    the local session in this process); every reader sees the same rows after, no equality
+    delete is live, and the new files and their sequence numbers are right."""
     table = catalog.load_table(TABLE)
     before_files = live(table)
     assert before_files[FileContent.EQUALITY_DELETES]
     expected = rows(table, duck if duck_before else None)
     start = table.metadata.current_snapshot()
 
-    result = convert_equality_deletes(spark, catalog, ROUTES[route])
+    if run is None:
+        result = convert_equality_deletes(spark, catalog, ROUTES[route])
+    else:
+        result = run("convert_equality_deletes", ROUTES[route])
 
     table = catalog.load_table(TABLE)
     after_files = live(table)
@@ -129,14 +134,18 @@ ROUTES = {
 
 
 @pytest.mark.parametrize(
-    ("partition_by", "respec", "route"),
+    ("partition_by", "respec", "route", "job_runner"),
     [
-        (None, None, "driver"),
-        (None, None, "spark-join"),
-        ("bucket(3, id)", "ts:day", "driver"),
-        ("bucket(3, id)", "ts:day", "spark-tasks"),
-        ("bucket(3, id)", "ts:day", "spark-join"),
-        ("day(ts)", None, "spark-tasks"),
+        (None, None, "driver", "classic"),
+        (None, None, "spark-join", "classic"),
+        ("bucket(3, id)", "ts:day", "driver", "classic"),
+        ("bucket(3, id)", "ts:day", "spark-tasks", "classic"),
+        ("bucket(3, id)", "ts:day", "spark-join", "classic"),
+        ("day(ts)", None, "spark-tasks", "classic"),
+        # Over Spark Connect, each route (the driver's threads never contact the server).
+        ("bucket(3, id)", "ts:day", "driver", "connect"),
+        ("bucket(3, id)", "ts:day", "spark-tasks", "connect"),
+        ("bucket(3, id)", "ts:day", "spark-join", "connect"),
     ],
     ids=[
         "unpartitioned",
@@ -145,12 +154,17 @@ ROUTES = {
         "two-specs-tasks",
         "two-specs-join",
         "global-deletes-tasks",
+        "two-specs-connect",
+        "two-specs-tasks-connect",
+        "two-specs-join-connect",
     ],
+    indirect=["job_runner"],
 )
 def test_conversion_keeps_rows(
     spark: SparkSession,
     catalog: SqlCatalog,
     duck: duckdb.DuckDBPyConnection,
+    job_runner: JobRun,
     *,
     partition_by: str | None,
     respec: str | None,
@@ -159,7 +173,9 @@ def test_conversion_keeps_rows(
     """Optional keys (null keys in the unpartitioned case, where a null deletes a null)."""
     build(spark, catalog, 4, partition_by, seed=7, respec=respec, size=20)
     # Before: DuckDB trips over the spec change's null partition values (see delete_tables).
-    _convert_and_check(spark, catalog, duck, duck_before=respec is None, route=route)
+    _convert_and_check(
+        spark, catalog, duck, duck_before=respec is None, route=route, run=job_runner
+    )
 
 
 def test_required_keys(

@@ -40,6 +40,7 @@ from spark_jobs.specs.jobs import ExpireSnapshotsOptions, IngestOptions, RemoveO
 from tests.support.catalogs import append_rows
 from tests.support.duckdb import duck_connection  # noqa: F401 - provides the `duck` fixture
 from tests.support.reader import scan_rows
+from tests.support.spark_connect import JobRun
 
 SOURCE_SCHEMA = "id long, v string, op string"
 NAME = "db.events"
@@ -121,8 +122,12 @@ def reached_by(table: Table, snapshot_ids: list[int]) -> set[str]:
 
 
 def test_expiry_keeps_retained_snapshots_readable_and_deletes_only_unreachable_files(
-    spark: SparkSession, catalog: SqlCatalog, duck: duckdb.DuckDBPyConnection
+    spark: SparkSession,
+    catalog: SqlCatalog,
+    duck: duckdb.DuckDBPyConnection,
+    job_runner: JobRun,
 ) -> None:
+    """Run on the local session and over Spark Connect (`job_runner`)."""
     history = build_history(spark, catalog)
     table = catalog.load_table(NAME)
     assert len(table.metadata.partition_specs) == 2  # data by bucket(v), deletes unpartitioned
@@ -144,9 +149,8 @@ def test_expiry_keeps_retained_snapshots_readable_and_deletes_only_unreachable_f
     assert catalog.load_table(NAME).metadata_location == table.metadata_location
     assert all(v == 0 for k, v in dry.items() if k.startswith("deleted_") and k.endswith("_count"))
 
-    result = expire(
-        spark,
-        catalog,
+    result = job_runner(
+        "expire_snapshots",
         ExpireSnapshotsOptions(
             table=NAME,
             older_than="0s",

@@ -2,7 +2,9 @@
 
 Each job writes its new files first and commits last (one metadata pointer swap), so a
 spark-submit killed with SIGKILL while its executors are writing must leave the same metadata
-and the same rows behind; only unreferenced files may remain, and the next run succeeds.
+and the same rows behind; only unreferenced files may remain, and the next run succeeds. The
+same holds for a Spark Connect client (`python -m spark_jobs` with SPARK_REMOTE) killed while
+the server's tasks write: the client is the one that commits.
 """
 
 from __future__ import annotations
@@ -19,8 +21,9 @@ from pyspark.sql import SparkSession
 
 from icecore.catalog import SqlCatalog
 from tests.spark.delete_tables import TABLE, build, rows
-from tests.spark.submit import spark_submit, submit_command
+from tests.spark.submit import submit_command
 from tests.support.duckdb import duck_connection  # noqa: F401 - provides the `duck` fixture
+from tests.support.spark_connect import SparkConnectServer
 
 JOBS = {
     # job -> options that make it rewrite every file of the small test table
@@ -34,13 +37,19 @@ def _files(root: Path) -> set[Path]:
     return {p for p in root.rglob("*") if p.is_file() and p.suffix in {".parquet", ".avro"}}
 
 
-@pytest.mark.parametrize("job", sorted(JOBS))
+@pytest.mark.parametrize(
+    ("job", "way"),
+    [*((job, "spark-submit") for job in sorted(JOBS)), ("rewrite_data_files", "connect")],
+)
 def test_a_job_killed_while_writing_leaves_the_table_as_it_was(
     spark: SparkSession,
     catalog: SqlCatalog,
     warehouse: Path,
     duck: duckdb.DuckDBPyConnection,
+    request: pytest.FixtureRequest,
+    *,
     job: str,
+    way: str,
 ) -> None:
     workdir = warehouse.parent
     build(spark, catalog, 4, "bucket(2, id)", seed=31)
@@ -50,7 +59,11 @@ def test_a_job_killed_while_writing_leaves_the_table_as_it_was(
     existing = _files(location)
 
     args = ["--warehouse", str(warehouse), "--table", TABLE, *JOBS[job]]
-    command, env = submit_command(job, workdir, args)
+    if way == "connect":
+        server: SparkConnectServer = request.getfixturevalue("spark_connect")
+        command, env = server.job_command(job, args)
+    else:
+        command, env = submit_command(job, workdir, args)
     process = subprocess.Popen(
         command,
         cwd=workdir,
@@ -77,7 +90,8 @@ def test_a_job_killed_while_writing_leaves_the_table_as_it_was(
     assert _files(location) > existing  # its files stay behind, unreferenced (orphans)
 
     # The next run does the work, and the rows are still the same.
-    done = spark_submit(job, workdir, args)
+    done = subprocess.run(command, cwd=workdir, env=env, capture_output=True, text=True,
+                          timeout=300, check=False)  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     finished = catalog.load_table(TABLE)
     assert finished.metadata.current_snapshot_id != before.metadata.current_snapshot_id

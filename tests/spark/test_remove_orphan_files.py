@@ -44,6 +44,7 @@ from tests.support.catalogs import append_rows
 from tests.support.duckdb import duck_connection  # noqa: F401 - provides the `duck` fixture
 from tests.support.parquet import to_arrow, write_parquet
 from tests.support.reader import scan_rows
+from tests.support.spark_connect import JobRun
 
 SCHEMA = Schema((NestedField(1, "id", LongType(), required=True),))
 NAME = "db.t"
@@ -101,8 +102,13 @@ def failed_commit(table: Table) -> list[str]:
 
 
 def test_old_orphans_go_young_and_referenced_files_stay(
-    spark: SparkSession, catalog: SqlCatalog, duck: duckdb.DuckDBPyConnection
+    spark: SparkSession,
+    catalog: SqlCatalog,
+    duck: duckdb.DuckDBPyConnection,
+    job_runner: JobRun,
 ) -> None:
+    """The listing and the deletion on the executors run on the local session and over
+    Spark Connect (`job_runner`)."""
     catalog.create_namespace("db")
     table = catalog.create_table(NAME, SCHEMA)
     for i in range(3):
@@ -136,9 +142,8 @@ def test_old_orphans_go_young_and_referenced_files_stay(
     )
     kept = all_files(root) - set(expected)
 
-    dry = remove_orphans(
-        spark,
-        catalog,
+    dry = job_runner(
+        "remove_orphan_files",
         RemoveOrphanFilesOptions(table=NAME, dry_run=True, parallel_listing_threshold=1),
     )
     assert dry["orphan_file_location"] == expected
@@ -149,8 +154,11 @@ def test_old_orphans_go_young_and_referenced_files_stay(
     assert dry["hidden_files_count"] == 2
     assert all_files(root) == kept | set(expected)
 
-    result = remove_orphans(
-        spark, catalog, RemoveOrphanFilesOptions(table=NAME, executor_delete_threshold=1)
+    result = job_runner(
+        "remove_orphan_files",
+        RemoveOrphanFilesOptions(
+            table=NAME, executor_delete_threshold=1, parallel_listing_threshold=1
+        ),
     )
     assert result["orphan_file_location"] == expected
     assert result["deleted_files_count"] == len(expected)

@@ -40,6 +40,7 @@ from tests.spark.delete_tables import TABLE, batch, cdc, create, live, model_app
 from tests.spark.submit import spark_submit
 from tests.support.duckdb import duck_connection  # noqa: F401 - provides the `duck` fixture
 from tests.support.reader import scan_rows
+from tests.support.spark_connect import JobRun
 from tests.support.tables import LocalTable
 
 
@@ -63,8 +64,12 @@ def _build(
 
 
 def test_unpartitioned_compaction_applies_every_delete(
-    spark: SparkSession, catalog: SqlCatalog, duck: duckdb.DuckDBPyConnection
+    spark: SparkSession,
+    catalog: SqlCatalog,
+    duck: duckdb.DuckDBPyConnection,
+    job_runner: JobRun,
 ) -> None:
+    """Bin-packed in the tasks, on the local session and over Spark Connect."""
     _, model = _build(spark, catalog, 3, None, seed=3, null_keys=True)
     table = catalog.load_table(TABLE)
     before = rows(table, None)
@@ -75,7 +80,9 @@ def test_unpartitioned_compaction_applies_every_delete(
     assert start is not None
 
     argv = ["--table", TABLE, "--warehouse", "x", "--min-input-files", "2"]
-    result = compact(spark, catalog, parse_job_args(JOBS["rewrite_data_files"], argv).options)
+    result = job_runner(
+        "rewrite_data_files", parse_job_args(JOBS["rewrite_data_files"], argv).options
+    )
 
     table = catalog.load_table(TABLE)
     assert rows(table, duck) == before
@@ -95,10 +102,14 @@ def test_unpartitioned_compaction_applies_every_delete(
 
 
 def test_two_specs_rewritten_into_the_current_one(
-    spark: SparkSession, catalog: SqlCatalog, duck: duckdb.DuckDBPyConnection
+    spark: SparkSession,
+    catalog: SqlCatalog,
+    duck: duckdb.DuckDBPyConnection,
+    job_runner: JobRun,
 ) -> None:
     """bucket(id) with partition-scoped equality deletes, then day(ts) added: later deletes
-    are global (the key no longer determines the partition)."""
+    are global (the key no longer determines the partition). Rewritten through Spark's
+    shuffles (bucket partition values, then a sort), on the local session and over Connect."""
     rnd, _ = _build(spark, catalog, 2, "bucket(2, id)", seed=5)
     table = catalog.load_table(TABLE)
     table.update_spec().add_field("ts", "day").commit()
@@ -112,7 +123,7 @@ def test_two_specs_rewritten_into_the_current_one(
     assert 0 in eq_specs and len(eq_specs) == 2
 
     options = RewriteDataFilesOptions(table=TABLE, rewrite_all=True)
-    result = compact(spark, catalog, options)
+    result = job_runner("rewrite_data_files", options)
     table = catalog.load_table(TABLE)
     assert rows(table, duck) == before
     after = live(table)
@@ -125,7 +136,7 @@ def test_two_specs_rewritten_into_the_current_one(
     options = RewriteDataFilesOptions(
         table=TABLE, rewrite_all=True, output_spec_id=0, strategy="sort", sort_order="v desc"
     )
-    compact(spark, catalog, options)
+    job_runner("rewrite_data_files", options)
     table = catalog.load_table(TABLE)
     assert {e.data_file.spec_id for e in live(table)[FileContent.DATA]} == {0}
     assert rows(table, duck) == before

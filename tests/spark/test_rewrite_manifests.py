@@ -22,6 +22,7 @@ from pyspark.sql import SparkSession
 from icecore.actions.manifest_ranges import manifest_ranges, overlapping
 from icecore.catalog import SqlCatalog
 from icecore.spec.manifest_list import ManifestContent
+from spark_jobs.specs.jobs import RewriteManifestsOptions
 from tests.spark.delete_tables import TABLE, batch, cdc, commit_cdc, model_apply, rows
 from tests.spark.manifest_tables import (
     MERGE_OFF,
@@ -37,6 +38,7 @@ from tests.spark.manifest_tables import (
 from tests.support.duckdb import duck_connection  # noqa: F401 - provides the `duck` fixture
 from tests.support.iceberg_java import java_read
 from tests.support.pyiceberg_appends import pyiceberg_appends
+from tests.support.spark_connect import JobRun
 from tests.support.tables import LocalTable
 
 
@@ -123,8 +125,12 @@ def test_a_cdc_table_reads_the_model_in_iceberg_java_and_duckdb(
 
 
 def test_two_partition_specs_rewritten_by_spark_tasks(
-    spark: SparkSession, catalog: SqlCatalog, duck: duckdb.DuckDBPyConnection
+    spark: SparkSession,
+    catalog: SqlCatalog,
+    duck: duckdb.DuckDBPyConnection,
+    job_runner: JobRun,
 ) -> None:
+    """On the local session and over Spark Connect (`job_runner`)."""
     catalog.create_namespace("db")
     t = CatalogTable.create(catalog, "events", properties=MERGE_OFF)
     appends(t, 100, deletes_every=5)
@@ -138,9 +144,10 @@ def test_two_partition_specs_rewritten_by_spark_tasks(
     assert len(spec0) == 120 and len(listed(before)) == 240
 
     # One spec, sorted by its second field.
-    result = rewrite(
-        spark, catalog, "db.events", spec_id=1, sort_by=["id_bucket"], driver_max_bytes=0
+    options = RewriteManifestsOptions(
+        table="db.events", spec_id=1, sort_by=["id_bucket"], driver_max_bytes=0
     )
+    result = job_runner("rewrite_manifests", options)
     assert result["status"] == "committed" and result["rewritten_in"] == "spark-tasks"
     mid = catalog.load_table("db.events")
     assert {m.manifest_path for m in listed(mid) if m.partition_spec_id == 0} == spec0
@@ -152,7 +159,8 @@ def test_two_partition_specs_rewritten_by_spark_tasks(
     assert agreed_rows(mid, duck) == expected_rows
 
     # Every spec, sorted by the spec's fields.
-    result = rewrite(spark, catalog, "db.events", driver_max_bytes=0)
+    options = RewriteManifestsOptions(table="db.events", driver_max_bytes=0)
+    result = job_runner("rewrite_manifests", options)
     assert result["status"] == "committed"
     after = catalog.load_table("db.events")
     for spec_id in (0, 1):

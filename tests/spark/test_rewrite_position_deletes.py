@@ -36,6 +36,7 @@ from tests.spark.delete_tables import (
 )
 from tests.support.duckdb import duck_connection  # noqa: F401 - provides the `duck` fixture
 from tests.support.reader import scan_rows
+from tests.support.spark_connect import JobRun
 
 
 @pytest.mark.parametrize(
@@ -47,12 +48,13 @@ def test_merges_drops_dangling_and_keeps_rows(
     spark: SparkSession,
     catalog: SqlCatalog,
     duck: duckdb.DuckDBPyConnection,
+    job_runner: JobRun,
     shape: tuple[str | None, str | None, bool],
 ) -> None:
     """`shape`: the partitioning, a spec change, and whether, in the table these batches
     build, a position delete file naming the data file dropped below names other data files
     too (it then stays, dangling for that file's rows); else every delete naming it is scoped
-    to it and goes with it."""
+    to it and goes with it. Run on the local session and over Spark Connect (`job_runner`)."""
     partition_by, respec, shared_delete = shape
     build(spark, catalog, 3, partition_by, seed=9, respec=respec, size=24)
     table = catalog.load_table(TABLE)
@@ -86,7 +88,7 @@ def test_merges_drops_dangling_and_keeps_rows(
 
     rewrite_all = respec is not None
     options = RewritePositionDeletesOptions(TABLE, min_input_files=2, rewrite_all=rewrite_all)
-    result = rewrite_position_deletes(spark, catalog, options)
+    result = job_runner("rewrite_position_deletes", options)
 
     table = catalog.load_table(TABLE)
     after = live(table)
