@@ -1,11 +1,12 @@
 """Self-optimizing maintenance: one DAG per table listed in `tables.yaml`.
 
 Each run checks the table's health and runs only the maintenance jobs that are due, in order
-(equality deletes converted, delete files compacted, data files rewritten, snapshots expired,
-orphan files removed), then checks the health again. Schedules come from the config: a cron
-expression or preset, `asset` (after every ingest of the table, through the ingest DAG's
-Asset events), or null (trigger by hand). One run at a time per table; the job operators also
-hold the table's maintenance lock, so hand-triggered jobs on the same table wait their turn.
+(equality deletes converted, delete files compacted, data files rewritten, manifests
+rewritten, snapshots expired, orphan files removed), then checks the health again.
+Schedules come from the config: a cron expression or preset, `asset` (after every ingest of
+the table, through the ingest DAG's Asset events), or null (trigger by hand). One run at a
+time per table; the job operators also hold the table's maintenance lock, so hand-triggered
+jobs on the same table wait their turn.
 
 The config file is `$ICEFLOE_TABLES_CONFIG`, else `tables.yaml` next to this file; see
 `icefloe_airflow.tables_config` for its format. The task group is
@@ -28,9 +29,10 @@ for config in load_tables_config():
         tags=["icefloe", "iceberg", "self-optimizing"],
         doc_md=__doc__,
     ) as dag:
+        # No policy here: each check reads the table's policy from the config's layers (its
+        # entry, its namespace's, the defaults) and the table's properties when it runs.
         self_optimizing_group(
             config.table,
-            policy=config.policy,
             options=config.options,
             iceberg_conn_id=config.iceberg_conn_id,
         )

@@ -11,6 +11,10 @@ bounds that tie a position delete to one data file. Memory holds one aggregate p
 plus one small record per live delete file (as scan planning holds its delete index), never
 a list of the table's data files.
 
+Manifests: the snapshot's data and delete manifests per partition spec, the small ones and
+their bytes (`icecore.manifest_stats`, from the manifest list alone, the figures the manifest
+rewrite's trigger reads): every planner opens each of them before reading a row.
+
 Small files: data files below `small_file_fraction` x `write.target-file-size-bytes` (default
 512 MiB); the fraction defaults to the compaction planner's 0.75
 (`icecore.actions.file_sizes.MIN_FRACTION`, also Amoro's `self-optimizing.min-target-size-ratio`):
@@ -48,6 +52,7 @@ from typing import Any
 from icecore.actions.file_sizes import MIN_FRACTION
 from icecore.errors import ValidationError
 from icecore.io import FileIO
+from icecore.manifest_stats import ManifestStats, lists_live_files, table_manifest_stats
 from icecore.scan import snapshot_manifests
 from icecore.spec.delete_targets import path_bounds, referenced_data_file, within_bounds
 from icecore.spec.manifest import DataFile, FileContent, ManifestEntry, read_manifest
@@ -202,8 +207,7 @@ class HealthReport:
     snapshot_count: int
     oldest_snapshot_ms: int | None
     newest_snapshot_ms: int | None
-    data_manifests: int
-    delete_manifests: int
+    manifests: ManifestStats  # the snapshot's manifests per spec (`icecore.manifest_stats`)
     totals: FileHealth
     partitions: list[PartitionHealth]
     format_version: int = 2  # v3: position delete files are legacy (DVs replace them)
@@ -213,6 +217,14 @@ class HealthReport:
     @property
     def oldest_snapshot_age_ms(self) -> int | None:
         return _age(self.computed_at_ms, self.oldest_snapshot_ms)
+
+    @property
+    def data_manifests(self) -> int:
+        return self.manifests.data_manifests
+
+    @property
+    def delete_manifests(self) -> int:
+        return self.manifests.delete_manifests
 
     @property
     def newest_snapshot_age_ms(self) -> int | None:
@@ -241,6 +253,7 @@ class HealthReport:
             "newest_snapshot_age_ms": self.newest_snapshot_age_ms,
             "data_manifests": self.data_manifests,
             "delete_manifests": self.delete_manifests,
+            "manifests": self.manifests.to_json(),
             "totals": self.totals.to_dict(),
             "partitions": [p.to_dict() for p in self.partitions],
             "size_histogram": self.size_histogram_bounds(),
@@ -264,8 +277,7 @@ class HealthReport:
             snapshot_count=values["snapshot_count"],
             oldest_snapshot_ms=values["oldest_snapshot_ms"],
             newest_snapshot_ms=values["newest_snapshot_ms"],
-            data_manifests=values["data_manifests"],
-            delete_manifests=values["delete_manifests"],
+            manifests=ManifestStats.from_json(values["manifests"]),
             totals=FileHealth.from_dict(values["totals"]),
             partitions=[PartitionHealth.from_dict(p) for p in values["partitions"]],
             format_version=values["format_version"],
@@ -318,10 +330,12 @@ def table_health(
     threshold = int(target * small_file_fraction)
 
     accumulator = _Accumulator(metadata, threshold)
+    listed = snapshot_manifests(io, snapshot) if snapshot is not None else []
+    manifests = table_manifest_stats(metadata, listed)
     data_manifests: list[ManifestFile] = []
     delete_manifests: list[ManifestFile] = []
-    for manifest in snapshot_manifests(io, snapshot) if snapshot is not None else ():
-        if manifest.has_added_files or manifest.has_existing_files:
+    for manifest in listed:
+        if lists_live_files(manifest):
             is_delete = manifest.content == ManifestContent.DELETES
             (delete_manifests if is_delete else data_manifests).append(manifest)
     # Deletes first: the data pass then settles, file by file, which deletes still apply.
@@ -345,8 +359,7 @@ def table_health(
         snapshot_count=len(metadata.snapshots),
         oldest_snapshot_ms=min(timestamps, default=None),
         newest_snapshot_ms=max(timestamps, default=None),
-        data_manifests=len(data_manifests),
-        delete_manifests=len(delete_manifests),
+        manifests=manifests,
         totals=totals,
         partitions=partitions,
         format_version=metadata.format_version,

@@ -54,6 +54,8 @@ def test_due_lists_the_due_tables_in_benefit_order_within_the_budget(fleet: Flee
         assert all(j["reason"] for j in line["jobs"])
         assert line["benefit"] == pytest.approx(fleet.benefit[line["table"]], abs=1e-3)
         assert line["rewrite_bytes"] == fleet.rewrite_bytes[line["table"]]
+        if fleet.kinds[line["table"]] == "manifests":  # one manifest per file, all listed
+            assert line["manifests"] == fleet.benefit[line["table"]] + 1 > 20
 
     top = icefloe(fleet, "due", "--json", "--max-tables", "4")
     assert [line["table"] for line in top] == [line["table"] for line in lines[:4]]

@@ -82,9 +82,10 @@ def test_due_reads_the_run_history_the_page_reads(warehouse: Path) -> None:
         "warehouse/.airflow/airflow.cfg [icefloe] tables_config)"
     )
     assert lines[1].split() == [
-        "RANK", "TABLE", "SCORE", "BENEFIT", "(FILE", "OPENS)", "REWRITES", "JOBS,", "IN", "ORDER"
+        "RANK", "TABLE", "SCORE", "BENEFIT", "(FILE", "OPENS)", "REWRITES", "MANIFESTS", "JOBS,",
+        "IN", "ORDER"
     ]  # fmt: skip
-    assert lines[2].split() == ["1", TABLE, "95", "1.0", "0", "B", "remove_orphan_files"]
+    assert lines[2].split() == ["1", TABLE, "95", "1.0", "0", "B", "1", "remove_orphan_files"]
     assert lines[3].strip() == "remove_orphan_files: never ran successfully"
     assert lines[-1] == "1 of 1 table checked would be maintained now"
 
@@ -105,11 +106,13 @@ def test_health_prints_a_header_units_and_every_point_lost(warehouse: Path) -> N
     assert code == 0
     header, row, *why = out.splitlines()[1:]
     assert header.split() == [
-        "TABLE", "SCORE", "DATA", "FILES", "SIZE", "SMALL", "FILES", "DELETE", "FILES", "DUE"
+        "TABLE", "SCORE", "DATA", "FILES", "SIZE", "SMALL", "FILES", "DELETE", "FILES",
+        "MANIFESTS", "DUE"
     ]  # fmt: skip
     cells = row.split()
     assert cells[:3] == [TABLE, "95", "3"]
-    assert cells[4] == "KB" and cells[5:] == ["3", "0", "remove_orphan_files"]
+    # One commit: one data manifest.
+    assert cells[4] == "KB" and cells[5:] == ["3", "0", "1", "remove_orphan_files"]
     assert [line.strip() for line in why] == [
         "-5: 3 small files in category=a ("
         + cells[3]

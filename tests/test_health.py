@@ -18,7 +18,7 @@ import pytest
 
 from icecore.errors import NotFoundError, ValidationError
 from icecore.health import HealthReport, table_health
-from icecore.scan import TableScan
+from icecore.scan import TableScan, snapshot_manifests
 from icecore.spec.manifest import DataFile, FileContent
 from icecore.table import Table
 from tests.support.samples import PSCHEMA, spec_of
@@ -197,6 +197,18 @@ def test_per_partition_counts_of_the_current_snapshot(scenario: Scenario) -> Non
     assert t.delete_ratio == pytest.approx(9 / 3005)
     # s1's manifest (rewritten by s3), s3's and s5's; deletes of s2, s4 and s5.
     assert (report.data_manifests, report.delete_manifests) == (3, 3)
+    # Per spec: s5's manifests are spec 1's; each is small (a few KB, the target is 8 MiB).
+    specs = report.manifests.specs
+    assert {i: (s.data.manifests, s.deletes.manifests) for i, s in specs.items()} == {
+        0: (2, 2),
+        1: (1, 1),
+    }
+    assert report.manifests.small_manifests == 6
+    assert report.to_dict()["manifests"]["bytes"] == sum(
+        m.manifest_length
+        for m in snapshot_manifests(scenario.table.io, scenario.snapshots[-1])
+        if m.has_added_files or m.has_existing_files
+    )
     assert reported_dangling(report) == planned_dangling(scenario.table)
 
 

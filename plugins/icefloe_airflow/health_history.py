@@ -23,9 +23,11 @@ Columns, all portable between SQLite and PostgreSQL:
 - `due_json`: the JSON list of the job names that were due;
 - `inputs_json`: the JSON object of the score's inputs (`report_inputs`: `data_files`,
   `small_files`, `delete_files`, `delete_records`, `total_bytes`, `equality_deletes`,
-  `size_histogram` as a list of `[upper_bound_bytes, count]`, every job's `decisions` and the
-  `penalties` that explain the score, `source`: who checked). Writers pass Python lists and
-  dicts; keys the UI does not know are kept and ignored.
+  `data_manifests`, `delete_manifests`, `small_manifests`, `manifest_bytes` (the snapshot's
+  manifests, every spec's), `size_histogram` as a list of `[upper_bound_bytes, count]`,
+  every job's `decisions` and the `penalties` that explain the score, `source`: who
+  checked). Writers pass Python lists and dicts; keys the UI does not know are kept and
+  ignored.
 
 Sorting by size or by the number of due jobs reads inside the JSON columns (JSON_EXTRACT on
 SQLite, `->>` on PostgreSQL): that touches only the latest check per table, a few thousand
@@ -179,6 +181,10 @@ def report_inputs(
         "delete_files": sum(d.files for d in deletes),
         "delete_records": sum(d.records for d in deletes),
         "equality_deletes": totals.equality_deletes.files,
+        "data_manifests": report.manifests.data_manifests,
+        "delete_manifests": report.manifests.delete_manifests,
+        "small_manifests": report.manifests.small_manifests,
+        "manifest_bytes": report.manifests.bytes,
         "size_histogram": report.size_histogram_bounds(),
         "health": health_summary(report),
         "policy": policy.to_dict(),

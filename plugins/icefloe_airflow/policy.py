@@ -5,8 +5,11 @@ Apache Amoro runs a separate service that watches each table and starts "minor" 
 when thresholds are crossed. We take the same decisions from `icecore.health.HealthReport`,
 which reads metadata only, so deciding costs no Spark job (`icefloe_airflow.health_model`).
 The jobs run in `JOB_ORDER`: equality deletes are converted first (so later steps see
-position deletes), delete files are compacted, data files rewritten, and only then are
-snapshots expired and orphans removed (so the files the compaction replaced can go).
+position deletes), delete files are compacted, data files rewritten, then manifests (a data
+rewrite already replaces the manifests of the files it rewrites, so the manifest rewrite is
+decided on the table as the data rewrite left it: `DECIDED_AFTER_REWRITES`), and only then
+are snapshots expired and orphans removed (so the files and manifests the rewrites replaced
+can go).
 
 Defaults and where they come from:
 
@@ -31,6 +34,11 @@ Defaults and where they come from:
   rewriting the data file removes it), so counting DVs towards `minor_file_count` would make it
   due on every run and do nothing. On a v3 table, any live position delete file is legacy and
   makes delete compaction due: it turns them into DVs.
+- `max_data_manifests = 100`: a manifest rewrite is due beyond 100 data manifests in the
+  current snapshot (Iceberg Java merges manifests on commit from
+  `commit.manifest.min-count-to-merge`, 100, for the same reason: every planner opens every
+  manifest), or when small manifests (below 0.75 x `commit.manifest.target-size-bytes`) of one
+  spec and content add up to a target manifest (`icecore.manifest_stats`).
 - `expire_interval = 1 day`, `orphan_interval = 7 days`: Amoro's periodic table expiring and
   orphan cleaning run about daily and weekly; here they are cadences measured from the last
   successful run of each job.
@@ -51,6 +59,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
+from icecore.manifest_stats import MAX_DATA_MANIFESTS
 from spark_jobs.specs.grammar import (
     DURATION_EXAMPLE,
     format_duration_ms,
@@ -63,9 +72,14 @@ JOB_ORDER = (
     "convert_equality_deletes",
     "rewrite_position_deletes",
     "rewrite_data_files",
+    "rewrite_manifests",
     "expire_snapshots",
     "remove_orphan_files",
 )
+# Jobs a chain decides on the table as the jobs before them left it, not from the chain's
+# first health check: the rewrites before them change what they measure (a data rewrite
+# replaces the manifests of the files it rewrites, often leaving a manifest rewrite not due).
+DECIDED_AFTER_REWRITES = frozenset({"rewrite_manifests"})
 
 
 def parse_duration(value: Any, key: str = "duration") -> timedelta:
@@ -97,6 +111,7 @@ class MaintenancePolicy:
     min_target_size_ratio: float = 0.75
     target_file_size_bytes: int | None = None
     major_delete_ratio: float = 0.1
+    max_data_manifests: int = MAX_DATA_MANIFESTS
     expire_interval: timedelta = timedelta(days=1)
     orphan_interval: timedelta = timedelta(days=7)
     retain_last: int = 1
@@ -110,6 +125,7 @@ class MaintenancePolicy:
             "target_file_size_bytes": self.target_file_size_bytes is None
             or self.target_file_size_bytes > 0,
             "major_delete_ratio": self.major_delete_ratio > 0,
+            "max_data_manifests": self.max_data_manifests >= 1,
             "retain_last": self.retain_last >= 1,
         }
         bad = [key for key, ok in checks.items() if not ok]

@@ -6,7 +6,9 @@ job, the Iceberg page) and recorded in the health history, as the fleet records 
 
 The policy is the one the fleet and `icefloe health` use for the table (`fleet.layering`):
 the tables config's layers (defaults, matching namespaces, the table's own entry), then the
-table's `icefloe.*` properties; so the page, the command and the fleet score a table alike.
+table's `icefloe.*` properties; so the page, the command, the fleet and the self-optimizing
+DAGs score a table alike. A DAG's own policy (`self_optimizing_group(policy=...)`, a health
+operator's `policy`) is one more layer, over the config's and under the table's properties.
 """
 
 from __future__ import annotations
@@ -14,12 +16,12 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from icefloe_airflow.fleet.config import PolicyLayers, load_fleet_settings
 from icefloe_airflow.fleet.layering import table_policy
 from icefloe_airflow.health_history import assessed_check, latest_check, record_checks
-from icefloe_airflow.health_model import Assessment, assess, measure_health
+from icefloe_airflow.health_model import Assessment, JobDecision, assess, measure_health
 from icefloe_airflow.policy import MaintenancePolicy
 
 if TYPE_CHECKING:
@@ -40,11 +42,15 @@ def policy_layers() -> PolicyLayers:
 
 
 def table_policy_of(
-    name: str, properties: Mapping[str, str], layers: PolicyLayers | None = None
+    name: str,
+    properties: Mapping[str, str],
+    layers: PolicyLayers | None = None,
+    overrides: Mapping[str, Any] | None = None,
 ) -> MaintenancePolicy:
-    """The policy the fleet uses for table `name` with these table properties; ValueError
-    (`layering.PolicyError`) naming a property that does not parse."""
-    values = (layers or policy_layers()).values_for(name)
+    """The policy the fleet uses for table `name` with these table properties, a DAG's
+    `overrides` (policy keys) over the config's layers; ValueError (`layering.PolicyError`)
+    naming a key or property that does not parse."""
+    values = {**(layers or policy_layers()).values_for(name), **(overrides or {})}
     return table_policy(values, properties).policy
 
 
@@ -80,3 +86,21 @@ def check_table(
             return report, assessment
     record_checks(store.engine, store.catalog_name, [check])
     return report, assessment
+
+
+def decide_now(
+    table: Table,
+    name: str,
+    store: MaintenanceStore,
+    job: str,
+    overrides: Mapping[str, Any] | None = None,
+) -> JobDecision:
+    """Whether `job` is due on `table` as it is now, with the policy every checker uses (a
+    chain's `DECIDED_AFTER_REWRITES` jobs, after the rewrites before them); the check is
+    recorded when it differs from the latest one (a job that ran just before recorded its
+    own)."""
+    policy = table_policy_of(name, table.metadata.properties, overrides=overrides)
+    _, assessment = check_table(
+        table, name, store, policy, source="health task", only_if_changed=True
+    )
+    return next(d for d in assessment.decisions if d.job == job)

@@ -6,10 +6,11 @@
     tables:
       - table: db.events
         schedule: asset            # run after each ingest of db.events (its Asset event)
-        thresholds: {minor_file_count: 12, major_delete_ratio: 0.1}
+        thresholds: {minor_file_count: 12, major_delete_ratio: 0.1, max_data_manifests: 100}
         retention: {max_snapshot_age: 2d}
         options:                   # per-job operator options (job flags without --)
           rewrite_data_files: {target-file-size-bytes: 134217728}
+          rewrite_manifests: {sort-by: ts_day}
       - table: db.users            # schedule: a cron expression, a preset, or null (manual)
         schedule: "0 3 * * *"
       - table: db.orders           # both: after each ingest, and daily whatever happens

@@ -202,7 +202,10 @@ def test_self_optimizing_dag_heals_a_table_behind_a_rest_catalog(
     """The self-optimizing DAG heals a table with small files, equality and position deletes
     (the catalog's commits all through Iceberg's REST handlers, with the connection a user of
     the official Iceberg provider already has: type `iceberg`, host, client id and secret):
-    nothing is due after, the score rose, the rows are the same."""
+    nothing is due after, the score rose, the rows are the same. The table's owner lowered
+    the manifest limit in a table property, which the health task reads like the page does:
+    its manifests are due at the first check, and the manifest rewrite, decided after the
+    data rewrite, is skipped, that rewrite having replaced them."""
     server = rest_catalog_server
     extra = {"warehouse": server.warehouse_location, "oauth2-server-uri": server.token_uri,
              "scope": "catalog"}  # fmt: skip
@@ -214,6 +217,11 @@ def test_self_optimizing_dag_heals_a_table_behind_a_rest_catalog(
     catalog.create_namespace(namespace)
     name = f"{namespace}.events"
     ingest_cdc(spark, catalog, name, 4, size=30, seed=5)
+    table = catalog.load_table(name)
+    manifests = table.health().manifests.data_manifests
+    assert manifests >= 3
+    limit = str(manifests - 1)
+    table.update_properties().set("icefloe.manifests.max-data-count", limit).commit()
     health = catalog.load_table(name).health().totals
     before = health.data.files
     assert health.equality_deletes.files >= 3 and health.position_deletes.files >= 1
@@ -237,10 +245,14 @@ def test_self_optimizing_dag_heals_a_table_behind_a_rest_catalog(
     ran = ["convert_equality_deletes", "rewrite_position_deletes", "rewrite_data_files"]
     for job in [*ran, "remove_orphan_files"]:
         assert states[group + job] == "success", states
-    # Fresh snapshots: expiry is not due (max_snapshot_age 5d), so it alone is skipped.
+    # Fresh snapshots: expiry is not due (max_snapshot_age 5d); the manifests were due at the
+    # first check, not after the data rewrite: both skipped.
+    assert states[group + "rewrite_manifests"] == "skipped", states
     assert states[group + "expire_snapshots"] == "skipped", states
-    due_before = [d["job"] for d in task_result(run, group + "health")["due"]]
-    assert due_before == [*ran, "remove_orphan_files"]
+    first = task_result(run, group + "health")
+    due_before = [d["job"] for d in first["due"]]
+    assert due_before == [*ran, "rewrite_manifests", "remove_orphan_files"]
+    assert first["policy"]["max_data_manifests"] == int(limit)
     after = task_result(run, group + "health_after")
     assert after["due"] == [] and after["health"]["equality_delete_files"] == 0
     assert after["health"]["position_delete_files"] == 0

@@ -197,7 +197,7 @@ def test_metrics_reach_statsd(
     small = fleet.tables_of("small")[0]
     disabled = fleet.tables_of("disabled")[0]
     assert f"{prefix}.{small}.small_files:{12 + int(small[-3:]) // 10}|g" in lines
-    assert f"{prefix}.{small}.score:70|g" in lines  # 12 small files: due, all 30 points
+    assert f"{prefix}.{small}.score:75|g" in lines  # 12 small files: due, all 25 points
     deletes = fleet.tables_of("deletes")[0]
     assert f"{prefix}.{deletes}.delete_files:{12 + int(deletes[-3:]) // 10}|g" in lines
     assert f"{prefix}.{disabled}.small_files:40|g" in lines

@@ -1,7 +1,8 @@
 """The fleet DAG heals real tables: two small tables written by the ingestion job (small
 files, equality and position deletes), the fleet DAG run by `dag.test()` with real
 spark-submits of the due jobs; afterwards nothing is due and the rows are the same, read by
-icecore, PyIceberg and DuckDB."""
+icecore, PyIceberg and DuckDB. The manifest rewrite the plan found due is decided again after
+the data rewrite, and skipped."""
 
 from __future__ import annotations
 
@@ -39,8 +40,9 @@ def test_the_fleet_dag_heals_two_tables(
     hour_ago = int(time.time() * 1000) - 3_600_000
     record_orphan_runs(state_store_uri(iceberg_connection.parent), list(TABLES), hour_ago)
     config = tmp_path / "tables.yaml"
+    # A manifest limit of 2: three batches' manifests make a manifest rewrite due at the plan.
     config.write_text(
-        "defaults: {thresholds: {minor_file_count: 2}}\n"
+        "defaults: {thresholds: {minor_file_count: 2, max_data_manifests: 2}}\n"
         "fleets:\n  - iceberg_conn_id: iceberg_default\n    max_tables: 5\n"
     )
     monkeypatch.setenv("ICEFLOE_TABLES_CONFIG", str(config))
@@ -53,6 +55,7 @@ def test_the_fleet_dag_heals_two_tables(
     settings = load_fleet_settings()
     before = survey(catalog, settings.layers, cache=HealthCache(tmp_path / "cache"))
     assert {c.table for c in before.ranked} == set(TABLES)
+    assert all("rewrite_manifests" in [d.job for d in c.jobs] for c in before.ranked)
 
     run = run_dag(fleet_dag(settings.fleets[0]))
 
@@ -61,6 +64,10 @@ def test_the_fleet_dag_heals_two_tables(
     ran = {(task, index) for (task, index), state in states.items() if state == "success"}
     assert ("table.rewrite_data_files", 0) in ran and ("table.rewrite_data_files", 1) in ran
     assert states[("table.remove_orphan_files", 0)] == "skipped"  # ran an hour ago
+    # Due at the plan, the manifest rewrite is decided again after the data rewrite, which
+    # replaced the manifests of every file it rewrote: not due any more, no Spark started.
+    assert states[("table.rewrite_manifests", 0)] == "skipped"
+    assert states[("table.rewrite_manifests", 1)] == "skipped"
     catalog.close()
     catalog = catalog_from_settings(warehouse=str(iceberg_connection))
     after = survey(catalog, settings.layers, cache=HealthCache(tmp_path / "cache"))

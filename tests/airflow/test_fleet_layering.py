@@ -52,6 +52,7 @@ def test_layers_apply_in_order() -> None:
             "icefloe.minor.file-count": "4",
             "icefloe.expire.max-snapshot-age": "12h",
             "icefloe.target-file-size-bytes": "128MB",
+            "icefloe.manifests.max-data-count": "250",
             "icefloe.job": "rewrite_data_files",  # written by the jobs: not policy
         },
     )
@@ -61,6 +62,8 @@ def test_layers_apply_in_order() -> None:
     assert resolved.policy.max_snapshot_age == timedelta(hours=12)
     assert resolved.policy.target_file_size_bytes == 128 * 1024 * 1024
     assert resolved.policy.retain_last == 2
+    assert resolved.policy.max_data_manifests == 250
+    assert "icefloe.manifests.max-data-count" in resolved.from_properties
     assert not table_policy({}, {"icefloe.maintenance.enabled": "FALSE"}).enabled
 
 
@@ -72,6 +75,9 @@ def test_layers_apply_in_order() -> None:
         ({"icefloe.minor.file-count": "many"}, "icefloe.minor.file-count"),
         ({"icefloe.minor.file-count": "0"}, "icefloe.minor.file-count"),
         ({"icefloe.expire.max-snapshot-age": "5"}, "max_snapshot_age"),
+        ({"icefloe.manifests.max-count": "50"}, "icefloe.manifests.max-count"),
+        ({"icefloe.manifests.max-data-count": "1.5"}, "icefloe.manifests.max-data-count"),
+        ({"icefloe.manifests.max-data-count": "0"}, "icefloe.manifests.max-data-count"),
     ],
 )
 def test_a_bad_property_is_an_error_of_that_table(properties: dict[str, str], named: str) -> None:

@@ -262,6 +262,11 @@ def test_icefloe_health_agrees_with_the_page(demo: Demo) -> None:
     assert [d["job"] for d in line["due"]] == [d["job"] for d in page["due"]]
     assert line["score"] == page["score"]
     assert [p["text"] for p in line["penalties"]] == [p["text"] for p in page["penalties"]]
+    # The figures, manifests included, are the page's.
+    figures = ("data_files", "small_files", "data_manifests", "delete_manifests")
+    figures += ("small_manifests", "manifest_bytes", "manifest_target_size_bytes")
+    assert {k: line["health"][k] for k in figures} == {k: page["health"][k] for k in figures}
+    assert line["health"]["data_manifests"] >= 1
     # It read the page's state store, which the demo's airflow.cfg names.
     assert icefloe(demo, "health", TABLE).startswith(
         "# run history: warehouse/.airflow/icefloe_state.db (from warehouse/.airflow/airflow.cfg"

@@ -212,7 +212,7 @@ def test_health_operator_reports_due_jobs(iceberg_connection: Path) -> None:
     assert 0 < out["score"] < 100
     # Every point lost is said, and the points add up to the score.
     assert out["score"] == 100 - sum(p["points"] for p in out["penalties"])
-    assert out["penalties"][0]["text"].startswith("-30: 3 small files in category=a")
+    assert out["penalties"][0]["text"].startswith("-25: 3 small files in category=a")
     json.dumps(out)  # XCom-ready
     # The check is in the health history the Iceberg page charts.
     hook = IcebergHook()

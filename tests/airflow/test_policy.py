@@ -157,9 +157,9 @@ def test_small_files_adding_up_to_a_target_file_trigger_bin_packing(
     small = report.partition("category=a").small_data
     kb = f"{small.bytes / 1024:.1f} KB"
     assert f"{small.files} small files add up to {kb} >= the 19.5 KB target" in due[0].reason
-    # Due by small files: all of their 30 points, said with the trigger.
+    # Due by small files: all of their 25 points, said with the trigger.
     assert lost(report, MaintenancePolicy()) == [
-        f"-30: {small.files} small files in category=a ({kb}, each below 14.6 KB); "
+        f"-25: {small.files} small files in category=a ({kb}, each below 14.6 KB); "
         "rewrite_data_files is due (at 12 in one partition, or when they add up to 19.5 KB)"
     ]
 
@@ -292,15 +292,15 @@ def test_expiry_and_orphan_removal_follow_their_cadence(
     retained = MaintenancePolicy(max_snapshot_age=timedelta(0), retain_last=2)
     assert jobs(report, retained, {}) == ["remove_orphan_files"]
     kb = f"{report.totals.small_data.bytes / 1024:.1f} KB"
-    # Expired a moment ago: the old snapshots still cost their 10 points, waiting for the
-    # cadence, and two small files of one partition come 1/11 of the way to 12 (30 / 11).
+    # Expired a moment ago: the old snapshots still cost their 5 points, waiting for the
+    # cadence, and two small files of one partition come 1/11 of the way to 12 (25 / 11).
     assert lost(report, policy) == [
-        "-10: 2 snapshots, the oldest older than 0s, beyond the last 1 kept; expire_snapshots "
+        "-5: 2 snapshots, the oldest older than 0s, beyond the last 1 kept; expire_snapshots "
         "waits for its cadence (last success 0s ago, every 1d)",
-        f"-3: 2 small files in category=a ({kb}, each below 384.0 MB); rewrite_data_files "
+        f"-2: 2 small files in category=a ({kb}, each below 384.0 MB); rewrite_data_files "
         "becomes due at 12 in one partition, or when they add up to 512.0 MB",
     ]
-    assert health_score(report, policy) == 100 - 10 - 3
+    assert health_score(report, policy) == 100 - 5 - 2
 
 
 def test_due_jobs_come_in_job_order(tmp_path: Path, sql_catalog: SqlCatalog) -> None:
@@ -309,7 +309,8 @@ def test_due_jobs_come_in_job_order(tmp_path: Path, sql_catalog: SqlCatalog) -> 
     table.commit(add=data)
     table.commit(add=[table.write_position_deletes([(d.file_path, 0)]) for d in data])
     table.commit(add=[table.write_equality_deletes(rows("a", 5), ["id"])])
-    policy = MaintenancePolicy(max_snapshot_age=timedelta(0))
+    table.commit(add=[table.write_data(rows("b", 1))])  # a second data manifest: over 1
+    policy = MaintenancePolicy(max_snapshot_age=timedelta(0), max_data_manifests=1)
     report = report_of(table, sql_catalog)
     assert jobs(report, policy, {}) == list(JOB_ORDER)
     assert 0 <= health_score(report, policy) < 50
@@ -329,9 +330,11 @@ def test_policy_from_mapping() -> None:
             "max_snapshot_age": "1d12h",
             "orphan_older_than": "2h",
             "target_file_size_bytes": "128MB",
+            "max-data-manifests": 250,
         }
     )
     assert policy.minor_file_count == 8
+    assert policy.max_data_manifests == 250
     assert policy.major_delete_ratio == 0.25
     assert policy.max_snapshot_age == timedelta(days=1, hours=12)
     assert policy.orphan_older_than == timedelta(hours=2)
@@ -353,6 +356,8 @@ def test_policy_from_mapping() -> None:
         ({"minor_file_count": "many"}, "minor_file_count: expected a number"),
         ({"minor_file_count": 2.5}, "minor_file_count: expected a whole number"),
         ({"minor_file_count": 0}, "minor_file_count=0"),
+        ({"max_data_manifests": 0}, "max_data_manifests=0"),
+        ({"max_data_manifests": "lots"}, "max_data_manifests: expected a number"),
         ({"major_delete_ratio": True}, "major_delete_ratio: expected a number"),
         ({"min_target_size_ratio": 1.5}, "min_target_size_ratio=1.5"),
         ({"expire_interval": "daily"}, "expire_interval: expected a duration such as 7d"),

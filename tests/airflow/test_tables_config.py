@@ -27,10 +27,11 @@ defaults:
 tables:
   - table: db.events
     schedule: asset
-    thresholds: {minor_file_count: 8, major_delete_ratio: 0.2}
+    thresholds: {minor_file_count: 8, major_delete_ratio: 0.2, max_data_manifests: 40}
     retention: {retain_last: 3}
     options:
       rewrite_data_files: {target-file-size-bytes: 134217728}
+      rewrite_manifests: {sort-by: category}
   - table: db.users
     schedule: "0 3 * * *"
     iceberg_conn_id: iceberg_prod
@@ -54,6 +55,7 @@ def test_tables_with_defaults_and_overrides(tmp_path: Path) -> None:
         policy=MaintenancePolicy(
             minor_file_count=8,
             major_delete_ratio=0.2,
+            max_data_manifests=40,
             retain_last=3,
             max_snapshot_age=timedelta(days=2),
         ),
@@ -61,7 +63,8 @@ def test_tables_with_defaults_and_overrides(tmp_path: Path) -> None:
             "rewrite_data_files": {
                 "max-concurrent-file-group-rewrites": 2,
                 "target-file-size-bytes": 134217728,
-            }
+            },
+            "rewrite_manifests": {"sort-by": "category"},
         },
     )
     assert events.on_assets
@@ -89,6 +92,11 @@ def test_job_options_merge_policy_and_explicit_options(tmp_path: Path) -> None:
         "max-concurrent-file-group-rewrites": 2,
         "target-file-size-bytes": 134217728,
     }
+    # The manifest rewrite takes its options from tables.yaml like the others, as its job
+    # reads them.
+    assert events.job_options("rewrite_manifests") == {"sort-by": "category"}
+    argv = ["--warehouse", "/w", "--table", "db.events", "--sort-by=category"]
+    assert parse_job_args(JOBS["rewrite_manifests"], argv).options.sort_by == ["category"]
 
 
 def test_path_from_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

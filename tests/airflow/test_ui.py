@@ -36,6 +36,7 @@ from icefloe_airflow.state_db import STATE_URI_ENV
 from icecore.catalog import SqlCatalog, catalog_from_settings
 from icecore.catalog.sql import TABLES
 from icecore.health import HealthReport
+from spark_jobs.specs.grammar import describe_size
 from tests.airflow.server import AirflowServer, airflow_server
 from tests.support.samples import PSCHEMA, spec_of
 from tests.support.tables import LocalTable
@@ -330,6 +331,8 @@ def test_overview_shows_the_health_report_numbers(ui: UI) -> None:
         assert cells["data_bytes"][1] == str(totals.data.bytes)
         deletes = totals.position_deletes.bytes + totals.equality_deletes.bytes
         assert cells["delete_bytes"][1] == str(deletes)
+        manifests = report.manifests
+        assert cells["manifests"][1] == str(manifests.data_manifests + manifests.delete_manifests)
         assessment = assessed(report, policy)
         score, due = assessment.score, assessment.due
         # The score, then every point it lost in words (or that nothing costs anything).
@@ -425,6 +428,19 @@ def test_table_view_shows_partitions_due_jobs_and_runs(ui: UI) -> None:
         assert f'<tr data-job="{job}" data-due="{due}"><td class="job">{job}</td>' in html
         assert f'data-dag="icefloe_{job}" data-job="{job}"' in html  # its "run now"
     assert "rewrite_position_deletes" in [d.job for d in expected]  # minor_file_count: 2
+    # The manifests every scan's planning opens, per spec and content, small ones apart.
+    manifests = parse(html, "data-manifests").rows
+    assert {key: {f: v[0] for f, v in row.items()} for key, row in manifests.items()} == {
+        f"{spec}/{kind}": {
+            "manifests": str(counts.manifests),
+            "bytes": describe_size(counts.bytes),
+            "small_manifests": str(counts.small_manifests),
+            "small_bytes": describe_size(counts.small_bytes),
+        }
+        for spec, kind, counts in report.manifests.groups()
+    }
+    assert list(manifests) == ["0/data", "0/delete"]  # two data commits, one of deletes
+    assert manifests["0/data"]["manifests"][0] == "2"
     assert "no live equality delete files" not in html  # db.events has one: due, with why
     assert 'data-state="failed"' in html
 
@@ -440,6 +456,8 @@ def test_json_matches_the_health_report(ui: UI) -> None:
     assert [d["job"] for d in detail["due"]] == [d.job for d in assessment.due]
     assert detail["report"]["totals"] == report.totals.to_dict()
     assert detail["report"]["partitions"] == [p.to_dict() for p in report.partitions]
+    assert detail["report"]["manifests"] == report.manifests.to_json()
+    assert detail["health"]["data_manifests"] == report.manifests.data_manifests == 2
     assert detail["policy"]["minor_file_count"] == 2
     assert detail["last_run"]["error"] == HOSTILE_ERROR
     assert [r["job"] for r in detail["recent_runs"]] == ["convert_equality_deletes"]
@@ -510,10 +528,10 @@ def test_page_renders_in_headless_chromium(ui: UI, tmp_path: Path) -> None:
         page_url + "tables/db.events",
         tmp_path / "profile",
         f"--screenshot={detail_shot}",
-        "--window-size=1600,1400",
+        "--window-size=1600,2000",  # down to the manifests and partitions
     )
     assert detail.returncode == 0, detail.stderr[-3000:]
-    assert png_size_and_colours(detail_shot)[:2] == (1600, 1400)
+    assert png_size_and_colours(detail_shot)[:2] == (1600, 2000)
     shutil.rmtree(tmp_path / "profile", ignore_errors=True)
 
 

@@ -244,6 +244,12 @@ def test_a_table_page_draws_its_history(fleet: Fleet) -> None:
     table = "sales.t0000"  # in the worst band, with rewrites on three days
     page = fleet.page
     page.goto(fleet.url + "?q=sales.t0000")
+    # The fleet list shows its manifests with its other figures, from its latest check.
+    latest_inputs = fleet.seeded.latest[table].inputs
+    row = parse(fleet.html("?q=sales.t0000"), "data-fleet-table").rows[table]
+    assert row["manifests"][0] == str(
+        latest_inputs["data_manifests"] + latest_inputs["delete_manifests"]
+    )
     link = page.get_by_role("link", name=table, exact=True)
     follow(page, link.click, f"/icefloe/tables/{table}?catalog=default")
     score = chart_data(page, "chart-score")
@@ -258,12 +264,17 @@ def test_a_table_page_draws_its_history(fleet: Fleet) -> None:
     assert len(histogram["labels"]) == len(HISTOGRAM_BOUNDS) and histogram["labels"][0] == "≤ 1 MB"
     deletes = chart_data(page, "chart-deletes")
     assert len(deletes["data"]) == CHECKS_PER_TABLE
+    manifests = chart_data(page, "chart-manifests")  # data manifests, one point per check
+    assert [y for _, y in manifests["data"]] == [
+        inputs(0, k)["data_manifests"] for k in range(CHECKS_PER_TABLE)
+    ]
+    assert manifests["data"][-1][1] == fleet.seeded.latest[table].inputs["data_manifests"]
     rewritten = chart_data(page, "chart-rewritten")
     assert len(rewritten["data"]) == 30
     by_day = dict(zip(rewritten["labels"], rewritten["data"], strict=True))
     expected = {d: b for (t, d), b in fleet.seeded.rewritten.items() if t == table}
     assert {d: b for d, b in by_day.items() if b} == expected and len(expected) == 3
-    for chart in (score, histogram, deletes, rewritten):
+    for chart in (score, histogram, deletes, manifests, rewritten):
         assert chart["painted"] > 2000, chart
     assert page.locator("#facts dd[data-field=total_bytes]").get_attribute("data-value") == str(
         fleet.seeded.latest[table].inputs["total_bytes"]

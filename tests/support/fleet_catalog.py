@@ -13,6 +13,8 @@ are disabled:
     equality        convert_equality_deletes (E < 12)   4 E + E x 50 keys / 1,000
     expire          expire_snapshots (10 days old)      1
     lowered         rewrite_data_files: 6 small files, `icefloe.minor.file-count=4`   5
+    manifests       rewrite_manifests: M > 20 data manifests of one big file each,
+                    `icefloe.manifests.max-data-count=20`  M - 1 (a few KB each: one after)
     raised          -  (20 small files, `icefloe.minor.file-count=50`)
     disabled        -  (40 small files, `icefloe.maintenance.enabled=false`)
 
@@ -47,7 +49,7 @@ SCHEMA = Schema(
 DELETE_FILE_BYTES = 4096
 EQUALITY_KEYS = 50
 DAY_MS = 86_400_000
-DUE_KINDS = ("small", "deletes", "equality", "expire", "lowered")
+DUE_KINDS = ("small", "deletes", "equality", "expire", "lowered", "manifests")
 
 
 @dataclass
@@ -87,19 +89,23 @@ class _Writer:
             writer.add(f)
         return writer.close()
 
-    def commit(self, files: list[DataFile], age_ms: int) -> None:
+    def commit(self, files: list[DataFile], age_ms: int, manifests: int = 1) -> list[ManifestFile]:
+        """One snapshot adding `files`, listed in `manifests` manifests; returns those."""
         seq = len(self.snapshots) + 1
         snapshot_id = seq * 1000 + 7
         parent = self.snapshots[-1] if self.snapshots else None
         counts = SummaryCounts()
         for f in files:
             counts.added_file(int(f.content), f.record_count, f.file_size_in_bytes)
-        new = self._manifest(files, snapshot_id, seq)
+        new = [
+            self._manifest(files[i::manifests], snapshot_id, seq * 10_000 + i)
+            for i in range(manifests)
+        ]
         list_path = f"{self.location}/metadata/snap-{snapshot_id}-{uuid.uuid4().hex}.avro"
         writer = ManifestListWriter(
             self.io, list_path, snapshot_id, parent and parent.snapshot_id, seq
         )
-        writer.add_all([new, *self.manifests])
+        writer.add_all([*new, *self.manifests])
         self.manifests = writer.close()
         operation = Operation.APPEND if files[0].content == FileContent.DATA else Operation.DELETE
         self.snapshots.append(
@@ -113,6 +119,7 @@ class _Writer:
                 schema_id=0,
             )
         )
+        return new
 
     def finish(self, properties: Mapping[str, str]) -> str:
         head = self.snapshots[-1]
@@ -192,6 +199,17 @@ def write_table(location: str, kind: str, size: int, now_ms: int) -> tuple[str, 
         w.commit(big[:2], age_ms=10 * DAY_MS)
         w.commit(big[2:], age_ms=hour)
         return w.finish(properties), properties, (["expire_snapshots"], 1.0, 0)
+    if kind == "manifests":  # a streaming writer's table: a manifest per commit
+        properties["icefloe.manifests.max-data-count"] = "20"
+        n = 21 + size % 10
+        files = [_data(f"{location}/data/m-{i}.parquet", 400 * MIB, 1_000_000) for i in range(n)]
+        written = w.commit(files, age_ms=hour, manifests=n)
+        saved = float(n - 1)  # they add up to far less than 8 MiB: one manifest after
+        return (
+            w.finish(properties),
+            properties,
+            (["rewrite_manifests"], saved, sum(m.manifest_length for m in written)),
+        )
     count = {"small": 12 + size, "lowered": 6, "raised": 20, "disabled": 40}[kind]
     small = [_data(f"{location}/data/s-{i}.parquet", MIB, 1000) for i in range(count)]
     w.commit(small, age_ms=hour)

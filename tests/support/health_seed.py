@@ -72,6 +72,7 @@ def latest_score(i: int) -> float:
 def inputs(i: int, k: int) -> dict[str, object]:
     """The score's inputs of table i at its k-th check."""
     delete_files = (i + k) % 7 + (3 * k if i % 10 == 0 else 0)
+    data_manifests = 1 + (i * 13 + k) % 150
     return {
         "data_files": 10 + i % 90 + k,
         "small_files": (i * 3 + k) % 40,
@@ -79,6 +80,10 @@ def inputs(i: int, k: int) -> dict[str, object]:
         "delete_records": delete_files * 100,
         "equality_deletes": k % 3 if i % 5 == 0 else 0,
         "total_bytes": ((i * 7919) % 1000 + 1) * MIB + i,  # distinct sizes
+        "data_manifests": data_manifests,
+        "delete_manifests": i % 4,
+        "small_manifests": data_manifests // 2,
+        "manifest_bytes": data_manifests * 8192,
         "size_histogram": [[bound, (i + j * k) % 23] for j, bound in enumerate(HISTOGRAM_BOUNDS)],
     }
 

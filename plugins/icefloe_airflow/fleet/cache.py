@@ -25,7 +25,7 @@ from typing import Any
 CACHE_DIR_ENV = "ICEFLOE_CACHE_DIR"
 CACHE_FILE = "fleet-health.sqlite"
 # Bump when the stored report's shape changes: older rows are then ignored.
-CACHE_VERSION = 2
+CACHE_VERSION = 3  # 3: the report's manifests per spec
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS health_cache (
     catalog_key TEXT NOT NULL,

@@ -75,6 +75,7 @@ def fleet_dag(fleet: FleetConfig) -> DAG:
             convert_equality_deletes: dict[str, Any],
             rewrite_position_deletes: dict[str, Any],
             rewrite_data_files: dict[str, Any],
+            rewrite_manifests: dict[str, Any],
             expire_snapshots: dict[str, Any],
             remove_orphan_files: dict[str, Any],
         ) -> None:
@@ -82,6 +83,7 @@ def fleet_dag(fleet: FleetConfig) -> DAG:
                 "convert_equality_deletes": convert_equality_deletes,
                 "rewrite_position_deletes": rewrite_position_deletes,
                 "rewrite_data_files": rewrite_data_files,
+                "rewrite_manifests": rewrite_manifests,
                 "expire_snapshots": expire_snapshots,
                 "remove_orphan_files": remove_orphan_files,
             }

@@ -11,17 +11,18 @@ ratios `0.1` or `10%`):
     icefloe.min-target-size-ratio     min_target_size_ratio    0.75
     icefloe.target-file-size-bytes    target_file_size_bytes   write.target-file-size-bytes
     icefloe.major.delete-ratio        major_delete_ratio       0.1
+    icefloe.manifests.max-data-count  max_data_manifests       100
     icefloe.expire.interval           expire_interval          1d
     icefloe.expire.retain-last        retain_last              1
     icefloe.expire.max-snapshot-age   max_snapshot_age         5d
     icefloe.orphan.interval           orphan_interval          7d
     icefloe.orphan.older-than         orphan_older_than        3d
 
-An unknown `icefloe.maintenance.*`, `icefloe.minor.*`, `icefloe.major.*`, `icefloe.expire.*`
-or `icefloe.orphan.*` property, or a value that does not parse, is a `PolicyError` for that
-table alone: the fleet reports it and leaves the table alone rather than guess (a typo in
-`enabled` must not start maintenance the owner meant to stop). Other `icefloe.*` properties
-(`icefloe.job`, written by the jobs) are not policy.
+An unknown `icefloe.maintenance.*`, `icefloe.minor.*`, `icefloe.major.*`,
+`icefloe.manifests.*`, `icefloe.expire.*` or `icefloe.orphan.*` property, or a value that
+does not parse, is a `PolicyError` for that table alone: the fleet reports it and leaves the
+table alone rather than guess (a typo in `enabled` must not start maintenance the owner meant
+to stop). Other `icefloe.*` properties (`icefloe.job`, written by the jobs) are not policy.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ PROPERTY_KEYS = {
     "icefloe.min-target-size-ratio": "min_target_size_ratio",
     "icefloe.target-file-size-bytes": "target_file_size_bytes",
     "icefloe.major.delete-ratio": "major_delete_ratio",
+    "icefloe.manifests.max-data-count": "max_data_manifests",
     "icefloe.expire.interval": "expire_interval",
     "icefloe.expire.retain-last": "retain_last",
     "icefloe.expire.max-snapshot-age": "max_snapshot_age",
@@ -48,10 +50,11 @@ _POLICY_PREFIXES = (
     "icefloe.maintenance.",
     "icefloe.minor.",
     "icefloe.major.",
+    "icefloe.manifests.",
     "icefloe.expire.",
     "icefloe.orphan.",
 )
-_INTEGER_KEYS = frozenset({"minor_file_count", "retain_last"})
+_INTEGER_KEYS = frozenset({"minor_file_count", "max_data_manifests", "retain_last"})
 
 
 class PolicyError(ValueError):

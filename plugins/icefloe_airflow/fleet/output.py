@@ -107,12 +107,14 @@ def health_lines(result: Survey, *, as_json: bool, colour: bool = False) -> Iter
     if not result.checks:
         yield "no table matches"
         return
-    rows = [["TABLE", "SCORE", "DATA FILES", "SIZE", "SMALL FILES", "DELETE FILES", "DUE"]]
+    header = ["TABLE", "SCORE", "DATA FILES", "SIZE", "SMALL FILES", "DELETE FILES", "MANIFESTS"]
+    rows = [[*header, "DUE"]]
     for check in result.checks:
         if check.error is not None or check.report is None:
-            rows.append([check.table, "-", "", "", "", "", f"error: {check.error}"])
+            rows.append([check.table, "-", "", "", "", "", "", f"error: {check.error}"])
             continue
         totals = check.report.totals
+        manifests = check.report.manifests
         deletes = totals.position_deletes.files + totals.equality_deletes.files
         jobs = ", ".join(d.job for d in check.due) or "nothing"
         if not check.enabled:
@@ -125,11 +127,12 @@ def health_lines(result: Survey, *, as_json: bool, colour: bool = False) -> Iter
                 describe_size(totals.data.bytes),
                 str(totals.small_data.files),
                 str(deletes + totals.deletion_vectors.files),
+                str(manifests.data_manifests + manifests.delete_manifests),
                 jobs,
             ]
         )
     scores = [c.score if c.error is None else None for c in result.checks]
-    lines = _columns(rows, {1, 2, 3, 4, 5}, scores, colour)
+    lines = _columns(rows, {1, 2, 3, 4, 5, 6}, scores, colour)
     yield lines[0]
     for line, check in zip(lines[1:], result.checks, strict=True):
         yield line
@@ -156,13 +159,14 @@ def due_lines(
         left = f", {len(plan.deferred)} left for a later run (--all)" if plan.deferred else ""
         yield f"nothing is due ({_tables(checked)} checked{left})"
         return
-    header = ["RANK", "TABLE", "SCORE", "BENEFIT (FILE OPENS)", "REWRITES", "JOBS, IN ORDER"]
-    rows = [header]
+    header = ["RANK", "TABLE", "SCORE", "BENEFIT (FILE OPENS)", "REWRITES", "MANIFESTS"]
+    rows = [[*header, "JOBS, IN ORDER"]]
     for rank, c in enumerate(plan.chosen, start=1):
         jobs = ", ".join(d.job for d in c.jobs)
         size = describe_size(c.rewrite_bytes)
-        rows.append([str(rank), c.table, str(c.check.score), f"{c.benefit:.1f}", size, jobs])
-    lines = _columns(rows, {0, 2, 3, 4}, [c.check.score for c in plan.chosen], colour)
+        figures = [str(c.check.score), f"{c.benefit:.1f}", size, str(c.manifests)]
+        rows.append([str(rank), c.table, *figures, jobs])
+    lines = _columns(rows, {0, 2, 3, 4, 5}, [c.check.score for c in plan.chosen], colour)
     yield lines[0]
     for line, c in zip(lines[1:], plan.chosen, strict=True):
         yield line

@@ -10,12 +10,16 @@ Benefit estimates what the due jobs take off every full scan of the table, in fi
             + 4 x equality delete files + equality keys / 1,000
                                                       if convert_equality_deletes is due
             + live delete records / 10,000            if rewrite_data_files is due
+            + excess manifests                        if rewrite_manifests is due
             + 1 per due housekeeping job (expire_snapshots, remove_orphan_files)
 
 Excess data files are those beyond a partition's ideal count, ceil(bytes / target size). An
 equality delete file counts four opens (every reader joins it against the data); 10,000
-delete records, or 8 MiB of delete files, are read for about the cost of one open.
-Housekeeping saves readers nothing, but must run too: it ranks after compaction.
+delete records, or 8 MiB of delete files, are read for about the cost of one open. Excess
+manifests are the manifest opens a manifest rewrite saves every scan's planning: those of
+each spec and content (data, deletes) beyond ceil(their bytes / the target manifest size)
+(`commit.manifest.target-size-bytes`), what the rewrite leaves; 300 one-commit manifests
+save 299. Housekeeping saves readers nothing, but must run too: it ranks after compaction.
 
 No starvation: `priority = benefit x (1 + waited days)`, waited capped at 30 days, where
 waited is the time since the table's last successful maintenance job (state store), else
@@ -26,7 +30,8 @@ rewrite would take the run past `max_bytes` is passed over (smaller ones after i
 fit), so the top table always fits unless it alone exceeds the whole budget, which is
 reported. Estimated rewrite bytes: the data of the partitions `rewrite_data_files` is due
 for (all of a partition over the delete ratio, the small files otherwise), plus the delete
-files the delete jobs rewrite. Concurrent Spark applications are the fleet DAG's pool.
+files the delete jobs rewrite, plus the manifests a manifest rewrite merges. Concurrent Spark
+applications are the fleet DAG's pool.
 """
 
 from __future__ import annotations
@@ -71,6 +76,12 @@ class Candidate:
         days = min(self.waited, MAX_WAIT) / timedelta(days=1)
         return self.benefit * (1 + days)
 
+    @property
+    def manifests(self) -> int:
+        """The manifests every scan's planning opens (data and delete)."""
+        stats = self.check.report.manifests if self.check.report is not None else None
+        return 0 if stats is None else stats.data_manifests + stats.delete_manifests
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "table": self.table,
@@ -79,6 +90,7 @@ class Candidate:
             "benefit": round(self.benefit, 3),
             "priority": round(self.priority, 3),
             "rewrite_bytes": self.rewrite_bytes,
+            "manifests": self.manifests,
             "waited_s": int(self.waited.total_seconds()),
         }
 
@@ -96,6 +108,17 @@ def _excess_files(report: HealthReport, target: int) -> int:
     return max(0, report.totals.data.files - ideal)
 
 
+def _excess_manifests(report: HealthReport) -> list[tuple[int, int]]:
+    """(manifests saved, their bytes) of each spec and content a manifest rewrite merges."""
+    target = report.manifests.target_size_bytes
+    found = []
+    for _, _, counts in report.manifests.groups():
+        excess = counts.manifests - max(1, math.ceil(counts.bytes / target))
+        if excess > 0:
+            found.append((excess, counts.bytes))
+    return found
+
+
 def rewrite_bytes(report: HealthReport, policy: MaintenancePolicy, jobs: Sequence[str]) -> int:
     """Bytes the due jobs are expected to rewrite (the budget's unit), from metadata."""
     target = policy.target_file_size_bytes or report.target_file_size_bytes
@@ -111,6 +134,8 @@ def rewrite_bytes(report: HealthReport, policy: MaintenancePolicy, jobs: Sequenc
         total += totals.position_deletes.bytes + totals.deletion_vectors.bytes
     if "convert_equality_deletes" in jobs:
         total += totals.equality_deletes.bytes
+    if "rewrite_manifests" in jobs:
+        total += sum(size for _, size in _excess_manifests(report))
     return total
 
 
@@ -129,6 +154,8 @@ def benefit(report: HealthReport, policy: MaintenancePolicy, jobs: Sequence[str]
     if "convert_equality_deletes" in jobs:
         eq = totals.equality_deletes
         value += _EQUALITY_FILE_OPENS * eq.files + eq.records / _EQUALITY_KEYS_PER_OPEN
+    if "rewrite_manifests" in jobs:
+        value += sum(saved for saved, _ in _excess_manifests(report))
     value += sum(1 for job in jobs if job in HOUSEKEEPING)
     return value
 

@@ -18,7 +18,8 @@ from icefloe_airflow.fleet.ranking import Candidate, plan_run
 from icefloe_airflow.fleet.survey import survey
 from icefloe_airflow.hook import IcebergHook
 from icefloe_airflow.operators import OPERATORS, IcefloeJobOperator
-from icefloe_airflow.policy import JOB_ORDER
+from icefloe_airflow.policy import DECIDED_AFTER_REWRITES, JOB_ORDER
+from icefloe_airflow.self_optimizing import job_due_now
 from spark_jobs.specs.grammar import describe_size, parse_size
 
 log = logging.getLogger(__name__)
@@ -126,6 +127,14 @@ def group_arguments(
     return arguments
 
 
+def _due_now(iceberg_conn_id: str, table: str, job: str) -> dict[str, str]:
+    """`{job: reason}` if `job` is due on the table as the jobs before it left it, else {}
+    (the plan's check came before them; see `policy.DECIDED_AFTER_REWRITES`)."""
+    decision = job_due_now(iceberg_conn_id, table, job)
+    log.info("%s on %s, measured again after the jobs before it: %s", job, table, decision.reason)
+    return {job: decision.reason} if decision.due else {}
+
+
 def _fleet_operator(job: str) -> type[IcefloeJobOperator]:
     """The job's operator for one mapped table: it runs only if the plan listed the job as
     due (`health`, the plan's entry), else skips itself with the reason, and it reports its
@@ -143,6 +152,8 @@ def _fleet_operator(job: str) -> type[IcefloeJobOperator]:
 
         def execute(self, context: Any) -> dict[str, Any]:
             reasons = {d["job"]: d["reason"] for d in self.health.get("due", ())}
+            if self.job in reasons and self.job in DECIDED_AFTER_REWRITES:
+                reasons = _due_now(self.iceberg_conn_id, str(self.table), self.job)
             if self.job not in reasons:
                 why = {d["job"]: d["reason"] for d in self.health.get("skipped", ())}
                 self.log.info("%s is not due on %s: %s", self.job, self.table, why.get(self.job))

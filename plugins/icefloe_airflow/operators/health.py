@@ -13,7 +13,7 @@ from icefloe_airflow.health_model import health_summary
 from icefloe_airflow.hook import IcebergHook
 from icefloe_airflow.links import IcebergTableLink
 from icefloe_airflow.policy import MaintenancePolicy
-from icefloe_airflow.table_health import check_table
+from icefloe_airflow.table_health import check_table, table_policy_of
 
 
 class TableHealthOperator(BaseOperator):
@@ -26,9 +26,13 @@ class TableHealthOperator(BaseOperator):
     ...}, ...], "policy": the policy used}`; `due` and `skipped` are in `policy.JOB_ORDER`,
     each job in one of them, with its reason; `penalties` say what each point lost is for.
 
+    The policy is the one the Iceberg page, `icefloe health` and the fleet use for the table
+    (`table_health.table_policy_of`): the tables config's layers, then `policy`, then the
+    table's own `icefloe.*` properties; so the task, the page and the command agree.
+
     :param table: `namespace.name` (templated).
-    :param policy: `MaintenancePolicy` keys overriding its defaults (templated), e.g.
-        `{"minor_file_count": 8, "max_snapshot_age": "2d"}`.
+    :param policy: `MaintenancePolicy` keys over the tables config's for this table
+        (templated), e.g. `{"minor_file_count": 8, "max_snapshot_age": "2d"}`.
     :param iceberg_conn_id: the Iceberg connection.
     """
 
@@ -56,12 +60,16 @@ class TableHealthOperator(BaseOperator):
                 values = json.loads(values) if values.strip() else None
             if values is not None and not isinstance(values, Mapping):
                 raise ValueError(f"expected a mapping of policy keys, got {values!r}")
-            policy = MaintenancePolicy.from_mapping(values)
+            MaintenancePolicy.from_mapping(values)  # its own mistakes, named before any read
         except ValueError as exc:
             raise AirflowException(f"policy for {self.table}: {exc}") from exc
         hook = IcebergHook(self.iceberg_conn_id)
         try:
             table = hook.load_table(self.table)
+            try:
+                policy = table_policy_of(self.table, table.metadata.properties, overrides=values)
+            except ValueError as exc:  # a table property that does not parse
+                raise AirflowException(f"policy for {self.table}: {exc}") from exc
             store = hook.state_store()
             report, assessment = check_table(table, self.table, store, policy, source="health task")
         finally:

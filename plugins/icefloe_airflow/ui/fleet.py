@@ -222,6 +222,16 @@ class TableHistory:
                 [c.checked_at_ms, c.number("delete_files"), c.number("delete_records")]
                 for c in self.checks
             ],
+            "manifests": [
+                [
+                    c.checked_at_ms,
+                    c.number("data_manifests"),
+                    c.number("delete_manifests"),
+                    c.number("small_manifests"),
+                ]
+                for c in self.checks
+                if c.number("data_manifests") is not None  # checks before manifests counted
+            ],
             "histogram": [
                 list(pair)
                 for pair in histogram

@@ -55,6 +55,7 @@
     score: (points) => points.length === 0,
     histogram: (buckets) => !buckets.some(([, n]) => n > 0),
     deletes: (points) => points.length === 0,
+    manifests: (points) => points.length === 0,
   };
   const common = {
     animation: false,
@@ -131,6 +132,29 @@
           records: { position: "right", beginAtZero: true, grid: { drawOnChartArea: false },
                      title: { display: true, text: "records" } },
         },
+        plugins: { legend: { display: true, position: "bottom" },
+                   tooltip: { callbacks: { title: (items) => minute(items[0].parsed.x) } } },
+      },
+    }),
+    // One table: the manifests every scan's planning opens (data, deletes) and the small ones
+    // a manifest rewrite would merge.
+    manifests: (points) => ({
+      type: "line",
+      data: { datasets: [
+        { label: "data manifests", data: points.map(([x, data]) => ({ x, y: data })),
+          borderColor: LINK, backgroundColor: LINK, pointRadius: 2 },
+        { label: "delete manifests", data: points.map(([x, , deletes]) => ({ x, y: deletes })),
+          borderColor: POOR, backgroundColor: POOR, pointRadius: 2 },
+        { label: "small manifests", data: points.map(([x, , , small]) => ({ x, y: small })),
+          borderColor: "rgba(97, 110, 124, 0.5)", backgroundColor: "rgba(97, 110, 124, 0.15)",
+          fill: true, pointRadius: 2 },
+      ] },
+      options: {
+        ...common,
+        spanGaps: true,
+        scales: { x: timeAxis(points),
+                  y: { beginAtZero: true, ticks: { precision: 0 },
+                       title: { display: true, text: "manifests" } } },
         plugins: { legend: { display: true, position: "bottom" },
                    tooltip: { callbacks: { title: (items) => minute(items[0].parsed.x) } } },
       },
