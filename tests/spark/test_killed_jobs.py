@@ -5,12 +5,18 @@ spark-submit killed with SIGKILL while its executors are writing must leave the 
 and the same rows behind; only unreferenced files may remain, and the next run succeeds. The
 same holds for a Spark Connect client (`python -m spark_jobs` with SPARK_REMOTE) killed while
 the server's tasks write: the client is the one that commits.
+
+The test holds SQLite's write lock on the catalog while the first run goes: the job reads the
+table (WAL lets readers on) and writes its files, but its commit waits on the lock, so the
+kill always lands between "files written" and "committed", however fast or loaded the
+machine is.
 """
 
 from __future__ import annotations
 
 import os
 import signal
+import sqlite3
 import subprocess
 import time
 from pathlib import Path
@@ -20,6 +26,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from icecore.catalog import SqlCatalog
+from icecore.catalog.sql import SQLITE_FILE
 from tests.spark.delete_tables import TABLE, build, rows
 from tests.spark.submit import submit_command
 from tests.support.duckdb import duck_connection  # noqa: F401 - provides the `duck` fixture
@@ -64,6 +71,8 @@ def test_a_job_killed_while_writing_leaves_the_table_as_it_was(
         command, env = server.job_command(job, args)
     else:
         command, env = submit_command(job, workdir, args)
+    lock = sqlite3.connect(warehouse / SQLITE_FILE, isolation_level=None)
+    lock.execute("BEGIN IMMEDIATE")  # no commit can land until the kill
     process = subprocess.Popen(
         command,
         cwd=workdir,
@@ -80,8 +89,10 @@ def test_a_job_killed_while_writing_leaves_the_table_as_it_was(
         assert time.monotonic() < deadline, f"{job} wrote nothing in 240 s"
         time.sleep(0.02)
     os.killpg(process.pid, signal.SIGKILL)
-    process.communicate(timeout=60)
-    assert process.returncode == -signal.SIGKILL
+    _, err = process.communicate(timeout=60)
+    lock.rollback()
+    lock.close()
+    assert process.returncode == -signal.SIGKILL, err.decode()[-3000:]
 
     after = catalog.load_table(TABLE)
     assert after.metadata_location == before.metadata_location

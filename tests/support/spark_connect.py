@@ -47,8 +47,21 @@ ROOT = Path(__file__).resolve().parents[2]
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 _STARTED = re.compile(r"Spark Connect server started at: (\S+):(\d+)")
 # Variables of this process that must not reach the server or a job's client.
+# SPARK_CONF_DIR too: the Airflow tests' quiet log4j2 (WARN) would hide the server's "started".
 _PRIVATE = ("PYTHONPATH", REMOTE_ENV, "SPARK_CONNECT_MODE_ENABLED", "PYSPARK_GATEWAY_PORT",
-            "PYSPARK_GATEWAY_SECRET", "SPARK_LOCAL_REMOTE")  # fmt: skip
+            "PYSPARK_GATEWAY_SECRET", "SPARK_LOCAL_REMOTE", "SPARK_CONF_DIR")  # fmt: skip
+# The server's log: warnings, and the line that says where it listens.
+_LOG4J2 = """\
+rootLogger.level = warn
+rootLogger.appenderRef.stderr.ref = console
+appender.console.type = Console
+appender.console.name = console
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = %d{yy/MM/dd HH:mm:ss} %p %c{1}: %m%n
+logger.server.name = org.apache.spark.sql.connect.service.SparkConnectServer
+logger.server.level = info
+"""
 
 
 def _pyspark_home() -> Path:
@@ -160,6 +173,9 @@ def start_spark_connect(
     python = workers_python(workdir / "workers-python")
     cwd = workdir / "server"
     cwd.mkdir(exist_ok=True)
+    conf_dir = workdir / "conf"
+    conf_dir.mkdir(exist_ok=True)
+    (conf_dir / "log4j2.properties").write_text(_LOG4J2)
     conf = {
         "spark.connect.grpc.binding.address": "127.0.0.1",
         "spark.connect.grpc.binding.port": "0",
@@ -176,7 +192,7 @@ def start_spark_connect(
         *(item for key, value in conf.items() for item in ("--conf", f"{key}={value}")),
         str(connect_jar()),
     ]  # fmt: skip
-    env = clean_environment(PYSPARK_PYTHON=str(python))
+    env = clean_environment(PYSPARK_PYTHON=str(python), SPARK_CONF_DIR=str(conf_dir))
     env.pop("PYSPARK_DRIVER_PYTHON", None)
     log = workdir / "spark-connect.log"
     started = time.monotonic()
