@@ -1,4 +1,8 @@
-"""Fixtures shared by every test module."""
+"""Fixtures shared by every test module, and the suite's tiers: a test is marked by the
+fixtures it takes (`servers`, `spark_submit`) or by its module (`browser`, and the modules
+that start a server or a spark-submit themselves)."""
+
+import pytest
 
 # `catalog` (a fresh SqlCatalog) and `backend` (sqlite, postgresql) for catalog-backed tests.
 from tests.support.catalogs import backend, catalog  # noqa: F401
@@ -17,3 +21,20 @@ from tests.support.spark import spark  # noqa: F401
 # `spark_connect`: a stock Spark Connect server from the pinned pyspark on 127.0.0.1, started
 # once per session when a test asks for it; `job_runner`: a job run both ways (tests/spark).
 from tests.support.spark_connect import job_runner, spark_connect_fixture  # noqa: F401
+
+# Fixtures that start a server process (once per session) or every spark-submit's settings.
+_SERVER_FIXTURES = frozenset(
+    {"rest_catalog_server", "s3_store", "s3_proxy", "gcs_store", "azure_store", "spark_connect"}
+)
+_SUBMIT_FIXTURES = frozenset({"spark_conf_dir"})
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        fixtures = set(getattr(item, "fixturenames", ()))
+        callspec = getattr(item, "callspec", None)
+        connect = callspec is not None and callspec.params.get("job_runner") == "connect"
+        if connect or fixtures & _SERVER_FIXTURES:
+            item.add_marker(pytest.mark.servers)
+        if fixtures & _SUBMIT_FIXTURES:
+            item.add_marker(pytest.mark.spark_submit)

@@ -147,6 +147,7 @@ def test_the_command_imports_no_airflow(fleet: FleetTruth) -> None:
     subprocess.run([sys.executable, "-c", code], check=True, capture_output=True)
 
 
+@pytest.mark.spark_submit
 def test_run_submits_the_job_under_the_lease_and_records_it(fleet: FleetTruth) -> None:
     """One real spark-submit (local[1]): a dry-run expiry of a table with an old snapshot."""
     from icefloe_airflow.state import MaintenanceStore  # noqa: PLC0415

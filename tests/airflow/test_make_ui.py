@@ -49,6 +49,8 @@ from tests.airflow.test_trigger_forms import (
     trigger_with_form,
 )
 
+pytestmark = [pytest.mark.servers, pytest.mark.browser]
+
 ROOT = Path(__file__).resolve().parents[2]
 PLAIN_PATH = "/usr/bin:/bin"  # a shell's PATH: no virtualenv on it
 README = ROOT / "README.md"
@@ -189,6 +191,7 @@ def test_make_ui_refuses_without_a_demo(tmp_path: Path) -> None:
     assert not (root / "warehouse").exists()
 
 
+@pytest.mark.spark_submit
 def test_the_readmes_rest_example_runs_a_job(demo: Demo) -> None:
     assert "make ui\n" in readme_section("Open the demo in the Airflow UI")
     health = httpx.get(f"{demo.server.base_url}/api/v2/monitor/health", timeout=30).json()
@@ -208,6 +211,7 @@ def test_the_readmes_rest_example_runs_a_job(demo: Demo) -> None:
     assert run["note"] == "demo.events · rewrite_data_files"
 
 
+@pytest.mark.spark_submit
 def test_the_trigger_form_runs_a_job_and_the_page_charts_it(demo: Demo) -> None:
     catalog = SqlCatalog("default", warehouse=demo.warehouse, create=False)
     with sync_playwright() as playwright:

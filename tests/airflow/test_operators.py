@@ -297,6 +297,7 @@ def store(iceberg_connection: Path) -> Iterator[MaintenanceStore]:
     hook.close()
 
 
+@pytest.mark.spark_submit
 def test_ingest_then_compact_in_a_dag_run(
     run_dag: Callable[..., Any], iceberg_connection: Path, tmp_path: Path, store: MaintenanceStore
 ) -> None:
@@ -381,6 +382,7 @@ def catalog_connection(
     hook.close()
 
 
+@pytest.mark.spark_submit
 def test_failed_job_raises_its_cause_and_is_recorded(
     run_dag: Callable[..., Any], catalog_connection: IcebergHook
 ) -> None:

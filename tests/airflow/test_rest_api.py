@@ -20,7 +20,7 @@ from tests.airflow.tables import (
 DAG_ID = "icefloe_convert_equality_deletes"
 TABLE = "db.clicked"
 
-pytestmark = pytest.mark.usefixtures("airflow_db", "spark_conf_dir")
+pytestmark = [pytest.mark.usefixtures("airflow_db", "spark_conf_dir"), pytest.mark.servers]
 
 
 def test_trigger_with_conf_runs_to_success_and_bad_conf_is_refused(

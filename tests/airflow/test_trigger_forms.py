@@ -30,6 +30,8 @@ from tests.airflow.server import AirflowServer, airflow_server
 from tests.support.samples import PSCHEMA, spec_of
 from tests.support.tables import LocalTable
 
+pytestmark = [pytest.mark.servers, pytest.mark.browser]
+
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
@@ -162,6 +164,7 @@ def refusal_seconds(server: AirflowServer, dag_id: str, run_id: str, task_id: st
     return (stamps["refused"] - stamps["start"]).total_seconds()
 
 
+@pytest.mark.spark_submit
 def test_typed_values_reach_the_job_and_the_run_names_its_table(stack: Stack) -> None:
     dag_id = "icefloe_rewrite_data_files"
     run_id = trigger_with_form(
@@ -264,6 +267,7 @@ def test_wrong_values_are_refused_in_words_before_spark(
     assert "db.nope" not in [t["table"] for t in tables["tables"]]  # no trace on the page
 
 
+@pytest.mark.spark_submit
 def test_run_now_from_the_iceberg_page(stack: Stack) -> None:
     """The table page says why each job is or is not due, and "run now" triggers the job's
     DAG with the viewer's own session, noted with the table; the run succeeds."""

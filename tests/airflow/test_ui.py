@@ -41,6 +41,8 @@ from tests.airflow.server import AirflowServer, airflow_server
 from tests.support.samples import PSCHEMA, spec_of
 from tests.support.tables import LocalTable
 
+pytestmark = [pytest.mark.servers, pytest.mark.browser]
+
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = Path("/usr/bin/chromium")
 TARGET = 20_000  # bytes: every file these tests write is small (< 0.75 x TARGET)

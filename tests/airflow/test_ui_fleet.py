@@ -41,6 +41,8 @@ from tests.support.health_seed import (
     seed_fleet,
 )
 
+pytestmark = [pytest.mark.servers, pytest.mark.browser]
+
 LIVE = "db.events"
 PAGE_BUDGET_S = 1.0  # one page of the 1,000-table fleet, as the api-server answers it
 

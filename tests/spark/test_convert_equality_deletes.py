@@ -30,10 +30,9 @@ from spark_jobs.convert_equality_deletes import run as convert_equality_deletes
 from spark_jobs.ingest.table_setup import create_table
 from spark_jobs.specs.jobs import ConvertEqualityDeletesOptions
 from tests.spark.delete_tables import TABLE, build, cdc, live, rows
-from tests.spark.submit import spark_submit
 from tests.support.duckdb import duck_connection  # noqa: F401 - provides the `duck` fixture
 from tests.support.reader import scan_rows
-from tests.support.spark_connect import JobRun
+from tests.support.spark_connect import JobRun, SparkConnectServer
 
 
 def _check_sequence_numbers(table: Any, before: dict[FileContent, list[Any]]) -> None:
@@ -254,15 +253,20 @@ def test_cli_without_equality_deletes(
     assert result["status"] == "no-equality-deletes"
 
 
-def test_spark_submit(
-    spark: SparkSession, catalog: SqlCatalog, warehouse: Path, tmp_path: Path
+def test_the_command_line_as_a_client(
+    spark: SparkSession,
+    catalog: SqlCatalog,
+    warehouse: Path,
+    tmp_path: Path,
+    spark_connect: SparkConnectServer,
 ) -> None:
-    """The one real spark-submit run of the delete-file jobs (shared CLI contract)."""
+    """The delete-file jobs' command line in a process of its own (shared CLI contract), as a
+    Spark Connect client: the killed-job and ingest tests pay for the spark-submits."""
     day = dt.datetime(2024, 1, 1)
     cdc(spark, catalog, [(i, f"a{i}", day, "I") for i in range(6)])
     cdc(spark, catalog, [(1, "u", day, "U"), (2, "", day, "D")])
-    done = spark_submit(
-        "convert_equality_deletes", tmp_path, ["--warehouse", str(warehouse), "--table", TABLE]
+    done = spark_connect.run_job(
+        "convert_equality_deletes", ["--warehouse", str(warehouse), "--table", TABLE], cwd=tmp_path
     )
     assert done.returncode == 0, done.stderr[-3000:]
     result = json.loads(done.stdout.strip().splitlines()[-1])

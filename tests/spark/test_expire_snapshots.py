@@ -222,6 +222,7 @@ def test_the_floor_refuses_young_snapshots_and_the_current_one(
     assert not any(Path(p).exists() for p in metadata_files)
 
 
+@pytest.mark.spark_submit
 def test_spark_submit_prints_the_counters(
     spark: SparkSession, catalog: SqlCatalog, warehouse: Path, tmp_path: Path
 ) -> None:

@@ -18,6 +18,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+import pytest
 from pyiceberg.table import StaticTable
 from pyspark.sql import SparkSession
 
@@ -48,6 +49,7 @@ def _submit(tmp_path: Path, args: Sequence[str]) -> subprocess.Popen[str]:
     )
 
 
+@pytest.mark.spark_submit
 def test_spark_submit_creates_and_appends(tmp_path: Path, warehouse: Path) -> None:
     source = tmp_path / "batch.csv"
     source.write_text(CSV)
@@ -81,6 +83,7 @@ def test_spark_submit_creates_and_appends(tmp_path: Path, warehouse: Path) -> No
     catalog.close()
 
 
+@pytest.mark.spark_submit
 def test_a_killed_run_leaves_the_table_as_it_was(
     spark: SparkSession, tmp_path: Path, warehouse: Path, catalog: SqlCatalog
 ) -> None:

@@ -4,21 +4,16 @@ Each job writes its new files first and commits last (one metadata pointer swap)
 spark-submit killed with SIGKILL while its executors are writing must leave the same metadata
 and the same rows behind; only unreferenced files may remain, and the next run succeeds. The
 same holds for a Spark Connect client (`python -m spark_jobs` with SPARK_REMOTE) killed while
-the server's tasks write: the client is the one that commits.
+the server's tasks write: the client is the one that commits. Every job is killed as a
+client (seconds each); one as a spark-submit.
 
-The test holds SQLite's write lock on the catalog while the first run goes: the job reads the
-table (WAL lets readers on) and writes its files, but its commit waits on the lock, so the
-kill always lands between "files written" and "committed", however fast or loaded the
-machine is.
+The commit is held back while the first run goes (tests/support/killing.py), so the kill
+always lands between "files written" and "committed".
 """
 
 from __future__ import annotations
 
-import os
-import signal
-import sqlite3
 import subprocess
-import time
 from pathlib import Path
 
 import duckdb
@@ -26,10 +21,10 @@ import pytest
 from pyspark.sql import SparkSession
 
 from icecore.catalog import SqlCatalog
-from icecore.catalog.sql import SQLITE_FILE
 from tests.spark.delete_tables import TABLE, build, rows
 from tests.spark.submit import submit_command
 from tests.support.duckdb import duck_connection  # noqa: F401 - provides the `duck` fixture
+from tests.support.killing import commits_held, kill_once_written
 from tests.support.spark_connect import SparkConnectServer
 
 JOBS = {
@@ -46,7 +41,12 @@ def _files(root: Path) -> set[Path]:
 
 @pytest.mark.parametrize(
     ("job", "way"),
-    [*((job, "spark-submit") for job in sorted(JOBS)), ("rewrite_data_files", "connect")],
+    [
+        # One killed spark-submit (the driver JVM dies with its executors' writes in flight);
+        # every job as a killed Connect client, whose process is the one that commits.
+        pytest.param("rewrite_data_files", "spark-submit", marks=pytest.mark.spark_submit),
+        *(pytest.param(job, "connect", marks=pytest.mark.servers) for job in sorted(JOBS)),
+    ],
 )
 def test_a_job_killed_while_writing_leaves_the_table_as_it_was(
     spark: SparkSession,
@@ -71,28 +71,13 @@ def test_a_job_killed_while_writing_leaves_the_table_as_it_was(
         command, env = server.job_command(job, args)
     else:
         command, env = submit_command(job, workdir, args)
-    lock = sqlite3.connect(warehouse / SQLITE_FILE, isolation_level=None)
-    lock.execute("BEGIN IMMEDIATE")  # no commit can land until the kill
-    process = subprocess.Popen(
-        command,
-        cwd=workdir,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        start_new_session=True,
-    )
-    deadline = time.monotonic() + 240
-    while not _files(location) - existing:  # the job's executors have started writing
-        if process.poll() is not None:
-            _, err = process.communicate()
-            pytest.fail(f"{job} ended before it wrote a file: {err.decode()[-3000:]}")
-        assert time.monotonic() < deadline, f"{job} wrote nothing in 240 s"
-        time.sleep(0.02)
-    os.killpg(process.pid, signal.SIGKILL)
-    _, err = process.communicate(timeout=60)
-    lock.rollback()
-    lock.close()
-    assert process.returncode == -signal.SIGKILL, err.decode()[-3000:]
+    with commits_held(warehouse):
+        process = subprocess.Popen(
+            command, cwd=workdir, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            start_new_session=True,
+        )  # fmt: skip
+        # Killed once its executors (or the server's tasks) have started writing.
+        kill_once_written(process, lambda: bool(_files(location) - existing), "a file")
 
     after = catalog.load_table(TABLE)
     assert after.metadata_location == before.metadata_location

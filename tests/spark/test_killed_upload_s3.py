@@ -93,6 +93,7 @@ def proxy(
         s3_proxy[1].reset()
 
 
+@pytest.mark.spark_submit
 def test_a_job_killed_mid_upload_leaves_the_s3_table_as_it_was(
     spark: SparkSession,
     s3_store: ObjectStore,

@@ -34,10 +34,10 @@ from spark_jobs.common.errors import JobError
 from spark_jobs.expire_snapshots import run as expire
 from spark_jobs.remove_orphan_files import run as remove_orphans
 from spark_jobs.specs.jobs import ExpireSnapshotsOptions, RemoveOrphanFilesOptions
-from tests.spark.submit import spark_submit
 from tests.support.catalogs import append_rows
 from tests.support.duckdb import duck_connection  # noqa: F401 - provides the `duck` fixture
 from tests.support.parquet import to_arrow, write_parquet
+from tests.support.spark_connect import SparkConnectServer
 
 SCHEMA = Schema((NestedField(1, "id", LongType(), required=True),))
 PY_SCHEMA = PySchema(PyField(1, "id", PyLong(), required=True))
@@ -87,8 +87,8 @@ def nested_tables(catalog: SqlCatalog, depth: int) -> list[Table]:
     return tables
 
 
-def test_the_reproduction_through_spark_submit(
-    tmp_path: Path, duck: duckdb.DuckDBPyConnection
+def test_the_reproduction_through_the_command_line(
+    tmp_path: Path, duck: duckdb.DuckDBPyConnection, spark_connect: SparkConnectServer
 ) -> None:
     """Issue 11: PyIceberg wrote db.events (100 rows) and db.events.archive (1,000 rows) at
     <wh>/db/events and <wh>/db/events/archive; orphan removal on db.events with no age floor
@@ -110,11 +110,11 @@ def test_the_reproduction_through_spark_submit(
     age_everything(wh)
     archive_files = {p for p in (wh / "db/events/archive").rglob("*") if p.is_file()}
 
-    done = spark_submit(
+    done = spark_connect.run_job(
         "remove_orphan_files",
-        tmp_path,
         ["--warehouse", str(wh), "--table", "db.events", "--catalog-uri",
          f"sqlite:///{wh}/catalog.db", "--older-than", EVERYTHING, "--force"],
+        cwd=tmp_path,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     result = json.loads(done.stdout.strip().splitlines()[-1])

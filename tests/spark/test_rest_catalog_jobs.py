@@ -127,6 +127,7 @@ def test_every_job_and_ingestion_mode_through_rest(
     assert any(r.endswith("/tables/events") for r in commits)
 
 
+@pytest.mark.spark_submit
 def test_spark_submit_on_a_rest_table_takes_the_secret_from_the_environment(
     tmp_path: Path, catalog: RestCatalog, rest_catalog_server: RestCatalogServer
 ) -> None:

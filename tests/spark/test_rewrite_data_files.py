@@ -37,10 +37,9 @@ from spark_jobs.specs.argv import parse_job_args
 from spark_jobs.specs.jobs import JOBS, RewriteDataFilesOptions
 from spark_jobs.writing.files import FileSet, RunFiles
 from tests.spark.delete_tables import TABLE, batch, cdc, create, live, model_apply, rows
-from tests.spark.submit import spark_submit
 from tests.support.duckdb import duck_connection  # noqa: F401 - provides the `duck` fixture
 from tests.support.reader import scan_rows
-from tests.support.spark_connect import JobRun
+from tests.support.spark_connect import JobRun, SparkConnectServer
 from tests.support.tables import LocalTable
 
 
@@ -288,15 +287,18 @@ def test_plan_only_options_are_checked(catalog: SqlCatalog, spark: SparkSession)
     assert result["planned_groups"] == 0 and result["commits"] == []
 
 
-def test_spark_submit_and_command_line(
-    spark: SparkSession, catalog: SqlCatalog, warehouse: Path, tmp_path: Path
+def test_the_command_line_as_a_client(
+    spark: SparkSession,
+    catalog: SqlCatalog,
+    warehouse: Path,
+    tmp_path: Path,
+    spark_connect: SparkConnectServer,
 ) -> None:
     cdc(spark, catalog, [(i, f"a{i}", dt.datetime(2024, 1, 1), "I") for i in range(6)])
     day = dt.datetime(2024, 1, 1)
     cdc(spark, catalog, [(1, "u", day, "U"), (2, "", day, "D")])
-    done = spark_submit(
+    done = spark_connect.run_job(
         "rewrite_data_files",
-        tmp_path,
         [
             "--warehouse",
             str(warehouse),
@@ -306,6 +308,7 @@ def test_spark_submit_and_command_line(
             "2",
             "--partial-progress.enabled",
         ],
+        cwd=tmp_path,
     )
     assert done.returncode == 0, done.stderr[-3000:]
     result = json.loads(done.stdout.strip().splitlines()[-1])

@@ -7,10 +7,7 @@ from __future__ import annotations
 
 import io
 import json
-import os
-import signal
 import subprocess
-import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -42,9 +39,10 @@ from tests.spark.manifest_tables import (
     referenced,
     rewrite,
 )
-from tests.spark.submit import submit_command
 from tests.support.duckdb import duck_connection  # noqa: F401 - provides the `duck` fixture
+from tests.support.killing import commits_held, kill_once_written
 from tests.support.rest_catalog import RestCatalogServer
+from tests.support.spark_connect import SparkConnectServer
 from tests.support.tables import LocalTable
 
 FAR_FUTURE = "2100-01-01T00:00:00"
@@ -154,31 +152,28 @@ def test_a_failed_run_leaves_the_table_as_it_was(
 
 
 def test_a_killed_run_leaves_the_table_as_it_was(
-    catalog: SqlCatalog, warehouse: Path, events: CatalogTable, duck: duckdb.DuckDBPyConnection
+    catalog: SqlCatalog,
+    warehouse: Path,
+    events: CatalogTable,
+    duck: duckdb.DuckDBPyConnection,
+    spark_connect: SparkConnectServer,
 ) -> None:
-    """A spark-submit killed while its tasks write manifests (the Spark route)."""
+    """A job killed while the Spark tasks write manifests (the Spark route, as a Connect
+    client: the process that commits)."""
     before = catalog.load_table("db.events")
     files, rows, kept = avro_files(before), agreed_rows(before, duck), numbers(before)
     args = ["--warehouse", str(warehouse), "--table", "db.events", "--driver-max-bytes", "0"]
-    command, env = submit_command("rewrite_manifests", warehouse.parent, args)
-    process = subprocess.Popen(
-        command,
-        cwd=warehouse.parent,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        start_new_session=True,
-    )
-    deadline = time.monotonic() + 240
-    while not any("-m-" in Path(p).name for p in avro_files(before) - files):
-        if process.poll() is not None:
-            _, err = process.communicate()
-            pytest.fail(f"the job ended before it wrote a manifest: {err.decode()[-3000:]}")
-        assert time.monotonic() < deadline, "no manifest written in 240 s"
-        time.sleep(0.01)
-    os.killpg(process.pid, signal.SIGKILL)
-    process.communicate(timeout=60)
-    assert process.returncode == -signal.SIGKILL
+    command, env = spark_connect.job_command("rewrite_manifests", args)
+    with commits_held(warehouse):
+        process = subprocess.Popen(
+            command, cwd=warehouse.parent, env=env, stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, start_new_session=True,
+        )  # fmt: skip
+        kill_once_written(
+            process,
+            lambda: any("-m-" in Path(p).name for p in avro_files(before) - files),
+            "a manifest",
+        )
 
     after = catalog.load_table("db.events")
     assert after.metadata_location == before.metadata_location

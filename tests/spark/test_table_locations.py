@@ -3,7 +3,7 @@
 conversion of equality deletes and the compaction. With `write.data.path`, below that path
 and nothing below `<location>/data`; with `write.object-storage.enabled`, in the hash
 directories Java's `ObjectStoreLocationProvider` gives a file of that name and partition
-(`icecore.location_provider`, checked against Java in tests/test_location_provider.py).
+(`icecore.location_provider`, checked against Java in tests/icecore/test_location_provider.py).
 PyIceberg reads exactly the rows the batches leave, also from a table PyIceberg created."""
 
 from __future__ import annotations

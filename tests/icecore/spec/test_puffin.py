@@ -25,7 +25,7 @@ from icecore.spec.puffin import (
 )
 from tests.support.objectstores import ObjectStore
 
-DATA = Path(__file__).parent / "data" / "puffin"
+DATA = Path(__file__).resolve().parents[2] / "data" / "puffin"
 # The two blobs of Iceberg Java's sample files (TestPuffinFormat / PuffinFormatTestUtil).
 SAMPLE_BLOBS = (
     b"abcdefghi",

@@ -24,7 +24,7 @@ from icecore.spec.transforms import IdentityTransform
 from icecore.spec.types import NestedField, StringType
 from tests.support.rest_server import ICEBERG_DIST, ICEBERG_RUNTIME_JAR, package_jars, pyspark_jars
 
-PROBE = Path(__file__).parent / "support" / "java" / "LocationProbe.java"
+PROBE = Path(__file__).resolve().parents[1] / "support" / "java" / "LocationProbe.java"
 # Java's probe partitions by an identity field `region`; ours the same.
 REGION = Schema((NestedField(1, "region", StringType()),))
 BY_REGION = PartitionSpec(0, (PartitionField(1, 1000, IdentityTransform(), "region"),))

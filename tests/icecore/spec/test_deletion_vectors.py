@@ -37,7 +37,7 @@ from icecore.spec.puffin import read_footer, read_range
 from tests.support.duckdb import connect, extension_path
 from tests.support.rest_catalog import RestCatalogServer
 
-DATA = Path(__file__).parent / "data" / "puffin"
+DATA = Path(__file__).resolve().parents[2] / "data" / "puffin"
 KEY, CONTAINER = 1 << 32, 1 << 16
 
 

@@ -551,7 +551,7 @@ for i in range(int(commits)):
 
 
 def run_python(code: str, *args: object) -> subprocess.Popen[str]:
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])}
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[3])}
     command = [sys.executable, "-c", code, *map(str, args)]
     return subprocess.Popen(command, env=env, stdout=subprocess.PIPE, text=True)
 

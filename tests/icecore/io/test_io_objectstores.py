@@ -27,7 +27,7 @@ from icecore.io import FileIO, RetryPolicy
 from tests.support.objectstores import ObjectStore
 from tests.support.throttle_proxy import ThrottleProxy
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[3]
 STORES = ["s3_store", "gcs_store", "azure_store"]
 MiB = 1024 * 1024
 

@@ -48,7 +48,7 @@ from tests.support.parquet import to_arrow, write_parquet
 from tests.support.reader import scan_rows
 from tests.support.tables import DELETE_FILE_PATH, DELETE_POS
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[3]
 SCHEMA = Schema(
     (NestedField(1, "id", LongType(), required=True), NestedField(2, "data", StringType()))
 )
