@@ -15,13 +15,9 @@ import pytest
 from icefloe_airflow import health_history as hh
 from icefloe_airflow.state import RUNS, MaintenanceStore
 from sqlalchemy import (
-    BigInteger,
     Column,
-    Integer,
     MetaData,
-    String,
     Table,
-    Text,
     create_engine,
     insert,
     inspect,
@@ -32,24 +28,17 @@ from sqlalchemy import (
 from spark_jobs.specs.results import RewriteDataFilesResult
 from tests.support.catalogs import POSTGRES_URI, postgres_unavailable
 
-# The run history as the previous version created it.
+# The run history as the previous version created it: without the figure columns.
+FIGURES = ("rewritten_bytes", "removed_files")
 _OLD = MetaData()
 OLD_RUNS = Table(
-    "icefloe_maintenance_runs",
+    RUNS.name,
     _OLD,
-    Column("id", Integer, primary_key=True, autoincrement=True),
-    Column("catalog_name", String(255), nullable=False, index=True),
-    Column("table_name", String(1024), nullable=False),
-    Column("job", String(255), nullable=False),
-    Column("dag_id", String(250)),
-    Column("run_id", String(250)),
-    Column("task_id", String(250)),
-    Column("try_number", Integer),
-    Column("state", String(16), nullable=False),
-    Column("started_at_ms", BigInteger, nullable=False),
-    Column("finished_at_ms", BigInteger),
-    Column("result", Text),
-    Column("error", Text),
+    *(
+        Column(c.name, c.type, primary_key=c.primary_key, nullable=c.nullable, index=c.index)
+        for c in RUNS.columns
+        if c.name not in FIGURES
+    ),
 )
 DAY_MS = 86_400_000
 NOW_MS = int(datetime(2026, 3, 10, 12, tzinfo=UTC).timestamp() * 1000)
@@ -126,7 +115,7 @@ def test_an_old_store_is_upgraded_in_place_on_open(old_store: str) -> None:
     store = MaintenanceStore.open(old_store, "default")
     try:
         columns = {c["name"] for c in inspect(store.engine).get_columns(RUNS.name)}
-        assert {"rewritten_bytes", "removed_files"} <= columns
+        assert set(FIGURES) <= columns
         with store.engine.connect() as conn:
             rows = conn.execute(
                 select(RUNS.c.job, RUNS.c.rewritten_bytes, RUNS.c.removed_files).order_by(RUNS.c.id)
