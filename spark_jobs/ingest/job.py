@@ -1,7 +1,7 @@
 """One ingestion run: read the batch, write its files, commit them once.
 
     result = run(spark, catalog, IngestOptions(table="db.events", source="/in/batch.parquet",
-                                                    mode="cdc", key=["id"], batch_id="2024-01-07"))
+                                                  mode="cdc", key=["id"], batch_id="2024-01-07"))
 
 The order of work makes a failure at any point harmless: everything that can be checked
 before writing is (the table, the key and op columns, every source column's type against
