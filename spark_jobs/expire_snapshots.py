@@ -53,6 +53,7 @@ from spark_jobs.files.deletion import delete_files
 from spark_jobs.files.other_tables import OtherTables, ownership
 from spark_jobs.specs.grammar import format_duration_ms, format_ms, parse_instant_ms
 from spark_jobs.specs.jobs import ExpireSnapshotsOptions
+from spark_jobs.specs.results import ExpireSnapshotsResult
 
 LOG = logging.getLogger("icefloe.expire_snapshots")
 _MAX_REPORTED_FAILURES = 20
@@ -103,7 +104,7 @@ def _old_metadata_deleted(io: FileIO, before: TableMetadata, after: TableMetadat
 
 def run(
     spark: SessionSource | None, catalog: Catalog, options: ExpireSnapshotsOptions
-) -> dict[str, Any]:
+) -> ExpireSnapshotsResult:
     """Expire as `options` say; the result counters (see the module doc)."""
     now = current_time_ms()
     floor_ms = None if options.force else now - options.min_age
@@ -210,26 +211,27 @@ def _result(
     outcome: Any,
     metadata_deleted: int,
     foreign: Mapping[str, str],
-) -> dict[str, Any]:
+) -> ExpireSnapshotsResult:
     files: UnreachableFiles = result.files
     deleted = outcome.deleted if outcome is not None else frozenset()
-    counters: dict[str, Any] = {
-        "table": options.table,
-        "dry_run": options.dry_run,
-        "committed": result.committed,
-        "expired_snapshots_count": len(result.expired_snapshot_ids),
-        "expired_snapshot_ids": sorted(result.expired_snapshot_ids),
-        "removed_refs": sorted(result.removed_refs),
-        "deleted_metadata_files_count": metadata_deleted,
-    }
+    counts: dict[str, int] = {}
     for key, attr in KINDS:
         paths = getattr(files, attr)
-        counters[f"deleted_{key}_count"] = len(paths & deleted)
-        counters[f"unreachable_{key}_count"] = len(paths)
+        counts[f"deleted_{key}_count"] = len(paths & deleted)
+        counts[f"unreachable_{key}_count"] = len(paths)
     failed = dict(outcome.failed) if outcome is not None else {}
-    counters["failed_deletes_count"] = len(failed)
-    counters["failed_deletes"] = dict(sorted(failed.items())[:_MAX_REPORTED_FAILURES])
-    counters["deleted_on_executors"] = bool(outcome is not None and outcome.on_executors)
-    counters["kept_files_of_other_tables_count"] = len(foreign)
-    counters["kept_files_of_other_tables"] = dict(sorted(foreign.items())[:_MAX_REPORTED_FAILURES])
-    return counters
+    return ExpireSnapshotsResult(
+        table=options.table,
+        dry_run=options.dry_run,
+        committed=result.committed,
+        expired_snapshots_count=len(result.expired_snapshot_ids),
+        expired_snapshot_ids=sorted(result.expired_snapshot_ids),
+        removed_refs=sorted(result.removed_refs),
+        deleted_metadata_files_count=metadata_deleted,
+        **counts,
+        failed_deletes_count=len(failed),
+        failed_deletes=dict(sorted(failed.items())[:_MAX_REPORTED_FAILURES]),
+        deleted_on_executors=bool(outcome is not None and outcome.on_executors),
+        kept_files_of_other_tables_count=len(foreign),
+        kept_files_of_other_tables=dict(sorted(foreign.items())[:_MAX_REPORTED_FAILURES]),
+    )

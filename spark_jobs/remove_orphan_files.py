@@ -76,6 +76,7 @@ from spark_jobs.files.other_tables import OtherTables, other_tables, refuse_conf
 from spark_jobs.files.referenced import referenced_files
 from spark_jobs.specs.grammar import format_duration_ms, format_ms, parse_instant_ms
 from spark_jobs.specs.jobs import RemoveOrphanFilesOptions
+from spark_jobs.specs.results import RemoveOrphanFilesResult
 
 LOG = logging.getLogger("icefloe.remove_orphan_files")
 _MAX_REPORTED_FAILURES = 20
@@ -84,7 +85,7 @@ _MISMATCH_EXAMPLES = 3
 
 def run(
     spark: SessionSource | None, catalog: Catalog, options: RemoveOrphanFilesOptions
-) -> dict[str, Any]:
+) -> RemoveOrphanFilesResult:
     """Find (and unless a dry run, delete) the orphans; the result counters."""
     now = current_time_ms()
     cutoff = parse_instant_ms(options.older_than, now_ms=now)
@@ -182,28 +183,28 @@ def run(
             threads=options.max_concurrent_deletes,
         )
     failed = dict(outcome.failed) if outcome is not None else {}
-    return {
-        "table": options.table,
-        "location": location,
-        "dry_run": options.dry_run,
-        "older_than": format_ms(cutoff),
-        "orphan_file_location": orphans[: options.max_reported],
-        "orphan_files_count": len(orphans),
-        "deleted_files_count": len(outcome.deleted) if outcome is not None else 0,
-        "failed_deletes_count": len(failed),
-        "failed_deletes": dict(sorted(failed.items())[:_MAX_REPORTED_FAILURES]),
-        "listed_files_count": len(listing.files),
-        "directories_listed_on_executors": listing.directories_listed_on_executors,
-        "referenced_files_count": len(referenced),
-        "hidden_files_count": len(listing.files) - len(visible),
-        "too_young_count": len(candidates) - len(old) - no_mtime,
-        "no_mtime_count": no_mtime,
-        "prefix_mismatch_count": len(mismatched),
-        "deleted_on_executors": bool(outcome is not None and outcome.on_executors),
-        "other_tables_files_kept_count": len(visible) - len(candidates),
+    return RemoveOrphanFilesResult(
+        table=options.table,
+        location=location,
+        dry_run=options.dry_run,
+        older_than=format_ms(cutoff),
+        orphan_file_location=orphans[: options.max_reported],
+        orphan_files_count=len(orphans),
+        deleted_files_count=len(outcome.deleted) if outcome is not None else 0,
+        failed_deletes_count=len(failed),
+        failed_deletes=dict(sorted(failed.items())[:_MAX_REPORTED_FAILURES]),
+        listed_files_count=len(listing.files),
+        directories_listed_on_executors=listing.directories_listed_on_executors,
+        referenced_files_count=len(referenced),
+        hidden_files_count=len(listing.files) - len(visible),
+        too_young_count=len(candidates) - len(old) - no_mtime,
+        no_mtime_count=no_mtime,
+        prefix_mismatch_count=len(mismatched),
+        deleted_on_executors=bool(outcome is not None and outcome.on_executors),
+        other_tables_files_kept_count=len(visible) - len(candidates),
         **uploads,
         **others.report(),
-    }
+    )
 
 
 def _abandoned_uploads(

@@ -17,13 +17,15 @@ from __future__ import annotations
 import contextlib
 import math
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Any, Protocol, TypeVar
+from dataclasses import dataclass
+from typing import Generic, Protocol, TypeVar
 
 from icecore.errors import CommitConflictError, CommitStateUnknownError, ValidationError
 from icecore.spec.manifest import DataFile
 from icecore.table import Table
 
 G = TypeVar("G")
+R = TypeVar("R")
 # Run between a job's writing and its commit (tests commit concurrently there).
 BeforeCommit = Callable[[Table], None]
 
@@ -34,9 +36,17 @@ class Discardable(Protocol):
     def discard(self) -> None: ...
 
 
-def with_replanning(
-    job: str, attempt: Callable[[], dict[str, Any]], max_attempts: int
-) -> dict[str, Any]:
+@dataclass(frozen=True)
+class Replanned(Generic[R]):
+    """What `with_replanning` returns: the attempt's value, after how many attempts, and the
+    conflicts that made the earlier ones fail."""
+
+    value: R
+    attempts: int
+    conflicts: list[str]
+
+
+def with_replanning(job: str, attempt: Callable[[], R], max_attempts: int) -> Replanned[R]:
     """Run `attempt` (plan, write, commit) again from a fresh plan after a commit conflict,
     up to `max_attempts` times; then fail naming the conflicting snapshot."""
     if max_attempts < 1:
@@ -44,7 +54,7 @@ def with_replanning(
     conflicts = []
     for n in range(1, max_attempts + 1):
         try:
-            result = attempt()
+            value = attempt()
         except CommitConflictError as exc:
             conflicts.append(exc)
             if n == max_attempts:
@@ -54,9 +64,7 @@ def with_replanning(
                     snapshot_id=exc.snapshot_id,
                 ) from exc
             continue
-        result["attempts"] = n
-        result["conflicts"] = [str(c) for c in conflicts]
-        return result
+        return Replanned(value, n, [str(c) for c in conflicts])
     raise AssertionError("unreachable")
 
 

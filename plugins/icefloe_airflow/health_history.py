@@ -9,8 +9,8 @@ Iceberg page's live reads (when the table changed since its latest check) record
 each table the platform looks at has a history to chart. The UI reads it instead of opening
 thousands of tables: the latest check of each table pages, sorts and searches in SQL, and a
 table's checks over time draw its charts. Bytes rewritten come from the run history
-(`icefloe_airflow.state`), where every rewrite job already records `rewritten_bytes` in its
-result.
+(`icefloe_airflow.state`), which keeps every run's charted figures (its result's `figures()`)
+in columns of their own.
 
 `HEALTH_CHECKS` is the one definition of the table, for the writers (all of the above) and the
 reader (the UI) alike; it is created on first use, like the state store's other tables.
@@ -38,10 +38,9 @@ from __future__ import annotations
 
 import json
 import math
-from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import (
@@ -97,6 +96,7 @@ INGEST_JOB = "ingest"  # ingestion is recorded as a run too, but it is not maint
 BAND_WIDTH = 10  # score bands 0-9, 10-19, ..., 90-100
 SORT_KEYS = ("score", "size", "due", "last_run", "table")
 MAX_PER_PAGE = 200
+DAY_MS = 86_400_000
 
 
 def ensure_schema(engine: Engine) -> None:
@@ -496,30 +496,28 @@ def bytes_rewritten_per_day(
     now_ms: int | None = None,
 ) -> list[tuple[str, int]]:
     """(UTC day, bytes) for each of the last `days` days, zero days included, from the
-    successful runs' `rewritten_bytes`; one table, or every table when `table` is None."""
+    successful runs' `rewritten_bytes` column; one table, or every table when `table` is
+    None. Summed by day in SQL."""
     now = datetime.now(UTC) if now_ms is None else datetime.fromtimestamp(now_ms / 1000, tz=UTC)
     today = now.date().toordinal()
     since_ms = int(datetime.fromordinal(today - days + 1).replace(tzinfo=UTC).timestamp() * 1000)
     finished = func.coalesce(RUNS.c.finished_at_ms, RUNS.c.started_at_ms)
-    stmt = select(finished.label("at_ms"), RUNS.c.result).where(
-        RUNS.c.state == "success",
-        finished >= since_ms,
-        RUNS.c.result.like('%"rewritten_bytes"%'),
+    day = (finished // DAY_MS).label("day")  # integer division on both databases
+    stmt = (
+        select(day, func.sum(RUNS.c.rewritten_bytes))
+        .where(RUNS.c.state == "success", finished >= since_ms, RUNS.c.rewritten_bytes > 0)
+        .group_by(day)
     )
     if catalog is not None:
         stmt = stmt.where(RUNS.c.catalog_name == catalog)
     if table is not None:
         stmt = stmt.where(RUNS.c.table_name == table)
-    totals: dict[int, int] = defaultdict(int)
     with engine.connect() as conn:
-        for at_ms, result in conn.execute(stmt):
-            value = (json.loads(result) or {}).get("rewritten_bytes")
-            if isinstance(value, int | float) and not isinstance(value, bool):
-                day = datetime.fromtimestamp(at_ms / 1000, tz=UTC).date().toordinal()
-                totals[day] += int(value)
+        totals = {int(d): int(b) for d, b in conn.execute(stmt)}
+    epoch = date(1970, 1, 1).toordinal()
     return [
-        (datetime.fromordinal(day).date().isoformat(), totals.get(day, 0))
-        for day in range(today - days + 1, today + 1)
+        (datetime.fromordinal(d).date().isoformat(), totals.get(d - epoch, 0))
+        for d in range(today - days + 1, today + 1)
     ]
 
 

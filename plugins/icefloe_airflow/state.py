@@ -25,11 +25,15 @@ use:
   whose lease was taken over can neither renew nor release the new holder's lock.
 - `icefloe_maintenance_runs`: one row per job run (state running/success/failed, the job's JSON
   result or its one-line cause), read by the policy (when did expiry last succeed?) and the UI.
+  The figures the UI charts (`rewritten_bytes`, `removed_files`: the result's `figures()`, see
+  `spark_jobs.specs.results`) have columns of their own, set when the run finishes; a store
+  made before they existed gets them when first opened, filled in from the stored results.
   A run whose worker died cannot finish its own row; it is marked failed ("abandoned") when
   its lease is taken over, or when Airflow starts the next try of the same task.
 
-Only portable SQL is used (INSERT, conditional UPDATE, DELETE), so SQLite and PostgreSQL behave
-the same; times are stored as epoch milliseconds and returned as aware UTC datetimes.
+Only portable SQL is used (INSERT, conditional UPDATE, DELETE, ALTER TABLE ADD COLUMN), so
+SQLite and PostgreSQL behave the same; times are stored as epoch milliseconds and returned as
+aware UTC datetimes.
 """
 
 from __future__ import annotations
@@ -39,7 +43,7 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -55,16 +59,19 @@ from sqlalchemy import (
     Table,
     Text,
     and_,
+    bindparam,
     delete,
     func,
     insert,
     inspect,
     select,
+    text,
     update,
 )
 from sqlalchemy.exc import DBAPIError, IntegrityError
 
 from icefloe_airflow.state_db import create_state_engine
+from spark_jobs.specs.results import JobResult, result_of
 
 log = logging.getLogger(__name__)
 
@@ -99,7 +106,13 @@ RUNS = Table(
     Column("finished_at_ms", BigInteger),
     Column("result", Text),
     Column("error", Text),
+    # The result's `figures()`, which the UI charts: set when a run finishes with a result.
+    Column("rewritten_bytes", BigInteger),
+    Column("removed_files", BigInteger),
 )
+# Columns added since the first version of the table: added to an existing store on open.
+_ADDED_RUN_COLUMNS = (RUNS.c.rewritten_bytes, RUNS.c.removed_files)
+_BACKFILL_BATCH = 1000
 
 
 class TableBusyError(RuntimeError):
@@ -170,6 +183,81 @@ def _to_datetime(ms: int | None) -> datetime | None:
     return None if ms is None else datetime.fromtimestamp(ms / 1000, tz=UTC)
 
 
+def _as_json(result: Mapping[str, Any]) -> dict[str, Any]:
+    return result.to_dict() if isinstance(result, JobResult) else dict(result)
+
+
+def run_figures(job: str, result: Mapping[str, Any] | None) -> dict[str, int | None]:
+    """The figure columns of a run of `job` that ended with `result` (its JSON object): None
+    without a result, or for a job this version does not know."""
+    typed = None if result is None else result_of(job, result)
+    if typed is None:
+        return {"rewritten_bytes": None, "removed_files": None}
+    figures = typed.figures()
+    return {"rewritten_bytes": figures.rewritten_bytes, "removed_files": figures.removed_files}
+
+
+def _add_run_columns(engine: Engine) -> None:
+    """Bring a run history made by an earlier version up to date, in place: add the columns
+    it lacks and fill the figures of its runs in from their stored JSON results. Safe
+    against another process doing the same at once (both fill the same values)."""
+    present = {c["name"] for c in inspect(engine).get_columns(RUNS.name)}
+    missing = [c for c in _ADDED_RUN_COLUMNS if c.name not in present]
+    if not missing:
+        return
+    quote = engine.dialect.identifier_preparer.quote
+    for column in missing:
+        kind = column.type.compile(dialect=engine.dialect)
+        try:
+            with engine.begin() as conn:
+                conn.execute(
+                    text(f"ALTER TABLE {quote(RUNS.name)} ADD COLUMN {quote(column.name)} {kind}")
+                )
+        except DBAPIError:
+            # Another process added it between our check and our ALTER.
+            if column.name not in {c["name"] for c in inspect(engine).get_columns(RUNS.name)}:
+                raise
+    filled = 0
+    last = -1
+    while True:  # in batches, so that a long history is never read whole
+        with engine.begin() as conn:
+            rows = conn.execute(
+                select(RUNS.c.id, RUNS.c.job, RUNS.c.result)
+                .where(RUNS.c.id > last, RUNS.c.result.is_not(None))
+                .order_by(RUNS.c.id)
+                .limit(_BACKFILL_BATCH)
+            ).all()
+            if not rows:
+                break
+            conn.execute(
+                update(RUNS)
+                .where(RUNS.c.id == bindparam("pk"))
+                .values(rewritten_bytes=bindparam("bytes"), removed_files=bindparam("files")),
+                [_backfilled(row.id, row.job, row.result) for row in rows],
+            )
+        filled += len(rows)
+        last = rows[-1].id
+    log.info(
+        "run history upgraded: %s added, %d runs' figures filled in from their results",
+        ", ".join(c.name for c in missing),
+        filled,
+    )
+
+
+def _backfilled(pk: int, job: str, stored: str) -> dict[str, Any]:
+    figures = run_figures(job, _stored_result(stored))
+    return {"pk": pk, "bytes": figures["rewritten_bytes"], "files": figures["removed_files"]}
+
+
+def _stored_result(text_value: str) -> dict[str, Any] | None:
+    """A stored JSON result; one that is not an object (written by hand) reads as None."""
+    try:
+        value = json.loads(text_value)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
 class MaintenanceStore:
     """Locks and run history of the tables of one catalog (`catalog_name`) in `engine`'s
     database; the tables are created on first use. `open` makes a store with an engine of its
@@ -203,14 +291,14 @@ class MaintenanceStore:
 
     def _ensure_schema(self) -> None:
         existing = set(inspect(self.engine).get_table_names())
-        if {LOCKS.name, RUNS.name} <= existing:
-            return
-        try:
-            _METADATA.create_all(self.engine, checkfirst=True)
-        except DBAPIError:
-            # Another process created them between our check and our CREATE.
-            if not {LOCKS.name, RUNS.name} <= set(inspect(self.engine).get_table_names()):
-                raise
+        if not {LOCKS.name, RUNS.name} <= existing:
+            try:
+                _METADATA.create_all(self.engine, checkfirst=True)
+            except DBAPIError:
+                # Another process created them between our check and our CREATE.
+                if not {LOCKS.name, RUNS.name} <= set(inspect(self.engine).get_table_names()):
+                    raise
+        _add_run_columns(self.engine)
 
     # Locks ---------------------------------------------------------------------------------
 
@@ -428,24 +516,29 @@ class MaintenanceStore:
         run_pk: int,
         *,
         state: RunState,
-        result: dict[str, Any] | None = None,
+        result: Mapping[str, Any] | None = None,
         error: str | None = None,
     ) -> None:
+        """Record the run's end; its `result` (the job's JSON object, or its result class) is
+        stored whole, and its figures in their columns."""
         if state not in _FINAL_STATES:
             raise ValueError(f"a finished run is one of {_FINAL_STATES}, got {state!r}")
         with self.engine.begin() as conn:
-            updated = conn.execute(
+            job = conn.execute(select(RUNS.c.job).where(RUNS.c.id == run_pk)).scalar()
+            if job is None:
+                raise KeyError(f"no maintenance run with id {run_pk}")
+            stored = None if result is None else _as_json(result)
+            conn.execute(
                 update(RUNS)
                 .where(RUNS.c.id == run_pk)
                 .values(
                     state=state,
                     finished_at_ms=_now_ms(),
-                    result=None if result is None else json.dumps(result, default=str),
+                    result=None if stored is None else json.dumps(stored, default=str),
                     error=error,
+                    **run_figures(job, stored),
                 )
             )
-        if updated.rowcount != 1:
-            raise KeyError(f"no maintenance run with id {run_pk}")
 
     def last_runs(self, table: str, *, state: str | None = None) -> dict[str, MaintenanceRun]:
         """The latest run of each job on `table` (only runs in `state`, when given)."""

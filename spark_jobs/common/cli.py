@@ -148,7 +148,7 @@ def run_job(job: str, argv: Sequence[str]) -> Mapping[str, Any]:
     module = importlib.import_module(f"spark_jobs.{job}")
     catalog = open_catalog(args.catalog, create=bool(getattr(args.options, "create", False)))
     try:
-        return dict(module.run(job_session(f"icefloe-{job}", remote), catalog, args.options))
+        return module.run(job_session(f"icefloe-{job}", remote), catalog, args.options).to_dict()
     finally:
         catalog.close()
 

@@ -49,8 +49,8 @@ import logging
 import time
 from collections import defaultdict
 from collections.abc import Mapping
+from dataclasses import replace
 from functools import reduce
-from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -60,6 +60,7 @@ from icecore.actions.committing import cleanup_on_failure, with_replanning
 from icecore.catalog import Catalog
 from icecore.commit.delete_rewrite import DeleteRewrite
 from icecore.spec.manifest import DataFile, FileContent
+from icecore.spec.snapshots import Snapshot
 from icecore.spec.types import NestedField
 from icecore.table import Table
 from spark_jobs.common.errors import JobError
@@ -78,6 +79,7 @@ from spark_jobs.reading.live_rows import BROADCAST_DELETE_ROWS
 from spark_jobs.reading.parquet_files import PerFile, read_parquet
 from spark_jobs.schema import quoted
 from spark_jobs.specs.jobs import ConvertEqualityDeletesOptions
+from spark_jobs.specs.results import ConvertEqualityDeletesResult
 from spark_jobs.writing.deletion_vectors import (
     DVTarget,
     WrittenDVs,
@@ -95,51 +97,36 @@ _PATH, _POS, _SEQ, _DEL_SEQ, _SCOPE, _BY = "_path", "_pos", "_seq", "_del_seq", 
 
 def run(
     spark: SessionSource, catalog: Catalog, options: ConvertEqualityDeletesOptions
-) -> dict[str, Any]:
+) -> ConvertEqualityDeletesResult:
     started = time.monotonic()
 
-    def attempt() -> dict[str, Any]:
+    def attempt() -> ConvertEqualityDeletesResult:
         table = catalog.load_table(options.table)
         return convert_once(spark, table, options)
 
-    result = with_replanning(JOB, attempt, options.max_attempts)
-    result["seconds"] = round(time.monotonic() - started, 3)
-    return {"table": options.table, **result}
-
-
-def _counters() -> dict[str, Any]:
-    return {
-        "removed_equality_delete_files": 0,
-        "removed_equality_deletes": 0,
-        "unused_equality_delete_files": 0,
-        "added_position_delete_files": 0,
-        "added_position_deletes": 0,
-        "added_deletion_vectors": 0,
-        "deletion_vector_positions": 0,
-        "replaced_deletion_vectors": 0,
-        "replaced_position_delete_files": 0,
-        "data_files_scanned": 0,
-        "data_bytes_scanned": 0,
-        "added_bytes": 0,
-    }
+    done = with_replanning(JOB, attempt, options.max_attempts)
+    return replace(
+        done.value,
+        table=options.table,
+        attempts=done.attempts,
+        conflicts=done.conflicts,
+        seconds=round(time.monotonic() - started, 3),
+    )
 
 
 def convert_once(
     spark: SessionSource, table: Table, options: ConvertEqualityDeletesOptions
-) -> dict[str, Any]:
+) -> ConvertEqualityDeletesResult:
     """One attempt: plan on the current snapshot, write, commit (CommitConflictError when
     something committed meanwhile forbids it)."""
-    result = _counters()
     state = live_state(table)
     if state is None:
-        return {**result, "status": "empty-table"}
+        return ConvertEqualityDeletesResult(status="empty-table")
     equality = state.of_content(FileContent.EQUALITY_DELETES)
     if not equality:
-        return {
-            **result,
-            "status": "no-equality-deletes",
-            "snapshot_id": state.snapshot.snapshot_id,
-        }
+        return ConvertEqualityDeletesResult(
+            status="no-equality-deletes", snapshot_id=state.snapshot.snapshot_id
+        )
     used = [d for d in equality if state.applies_to(d)]
     targets = sorted({t.file.file_path for d in used for t in state.applies_to(d)})
     require_parquet([d.file for d in used] + [state.data_by_path[p].file for p in targets])
@@ -155,6 +142,7 @@ def convert_once(
     )
     files = RunFiles(table.io, table.metadata, "convert-eq-deletes")
     dvs = WrittenDVs([], {})
+    matched_in = None
     with cleanup_on_failure(table, files, committed=lambda: False, uncommitted=list):
         if used and sum(d.file.record_count for d in used) <= options.task_max_keys:
             work = _work(table, state, used, run=files, groups=groups, group_of=group_of_data)
@@ -163,9 +151,9 @@ def convert_once(
             in_driver = read <= options.driver_max_bytes
             dvs = convert_in_tasks(work, spark=None if in_driver else _started(spark))
             files.track(f.file_path for f in dvs.added)
-            result["matched_in"] = "driver" if in_driver else "spark-tasks"
+            matched_in = "driver" if in_driver else "spark-tasks"
         elif used:
-            result["matched_in"] = "spark-join"
+            matched_in = "spark-join"
             session = _started(spark)
             positions = _matches(session, table, state, used, group_of_data)
             if table.metadata.format_version >= 3:
@@ -179,35 +167,38 @@ def convert_once(
                 write_position_deletes(files, positions, table.metadata.spec(), groups)
         added = finish(files, groups)
         added += [(dv, group_of_data[dv.referenced_data_file or ""]) for dv in dvs.added]
-        result.update(
-            _commit(
-                table,
-                state,
-                equality=equality,
-                added=added,
-                removed=dvs.replaced(),
-                group_seq=group_seq,
-                targets=targets,
-            )
+        snapshot = _commit(
+            table,
+            state,
+            equality=equality,
+            added=added,
+            removed=dvs.replaced(),
+            group_seq=group_seq,
+            targets=targets,
         )
-    result["removed_equality_delete_files"] = len(equality)
-    result["removed_equality_deletes"] = sum(d.file.record_count for d in equality)
-    result["unused_equality_delete_files"] = len(equality) - len(used)
     parquet = [f for f, _ in added if not f.is_deletion_vector]
-    result["added_position_delete_files"] = len(parquet)
-    result["added_position_deletes"] = sum(f.record_count for f in parquet)
-    result["added_deletion_vectors"] = len(dvs.added)
-    result["deletion_vector_positions"] = sum(f.record_count for f in dvs.added)
     replaced = dvs.replaced()
-    result["replaced_deletion_vectors"] = sum(f.is_deletion_vector for f in replaced)
-    result["replaced_position_delete_files"] = len(replaced) - result["replaced_deletion_vectors"]
+    replaced_dvs = sum(f.is_deletion_vector for f in replaced)
     puffins = {f.file_path: f.file_size_in_bytes for f in dvs.added}  # shared: counted once
-    result["added_bytes"] = sum(f.file_size_in_bytes for f in parquet) + sum(puffins.values())
-    result["data_files_scanned"] = len(targets)
-    result["data_bytes_scanned"] = sum(
-        state.data_by_path[p].file.file_size_in_bytes for p in targets
+    return ConvertEqualityDeletesResult(
+        status="committed",
+        snapshot_id=snapshot.snapshot_id,
+        sequence_number=snapshot.sequence_number,
+        starting_snapshot_id=state.snapshot.snapshot_id,
+        matched_in=matched_in,
+        removed_equality_delete_files=len(equality),
+        removed_equality_deletes=sum(d.file.record_count for d in equality),
+        unused_equality_delete_files=len(equality) - len(used),
+        added_position_delete_files=len(parquet),
+        added_position_deletes=sum(f.record_count for f in parquet),
+        added_deletion_vectors=len(dvs.added),
+        deletion_vector_positions=sum(f.record_count for f in dvs.added),
+        replaced_deletion_vectors=replaced_dvs,
+        replaced_position_delete_files=len(replaced) - replaced_dvs,
+        added_bytes=sum(f.file_size_in_bytes for f in parquet) + sum(puffins.values()),
+        data_files_scanned=len(targets),
+        data_bytes_scanned=sum(state.data_by_path[p].file.file_size_in_bytes for p in targets),
     )
-    return result
 
 
 def _started(spark: SessionSource) -> SparkSession:
@@ -387,7 +378,7 @@ def _commit(
     removed: list[DataFile],
     group_seq: Mapping[int, int],
     targets: list[str],
-) -> dict[str, Any]:
+) -> Snapshot:
     rewrite = DeleteRewrite(table).validate_from_snapshot(state.snapshot.snapshot_id)
     for d in equality:
         rewrite.delete_file(d.file)
@@ -402,11 +393,4 @@ def _commit(
         if f.is_deletion_vector
     )
     rewrite.snapshot_property(JOB_PROPERTY, JOB)
-    committed = rewrite.commit()
-    snapshot = committed.snapshot_by_id(rewrite.snapshot_id)
-    return {
-        "status": "committed",
-        "snapshot_id": snapshot.snapshot_id,
-        "sequence_number": snapshot.sequence_number,
-        "starting_snapshot_id": state.snapshot.snapshot_id,
-    }
+    return rewrite.commit().snapshot_by_id(rewrite.snapshot_id)

@@ -1,7 +1,7 @@
 """One ingestion run: read the batch, write its files, commit them once.
 
-    counters = run(spark, catalog, IngestOptions(table="db.events", source="/in/batch.parquet",
-                                                    mode="cdc", key=["id"], batch_id="2024-01-07"))
+    result = run(spark, catalog, IngestOptions(table="db.events", source="/in/batch.parquet",
+                                                  mode="cdc", key=["id"], batch_id="2024-01-07"))
 
 The order of work makes a failure at any point harmless: everything that can be checked
 before writing is (the table, the key and op columns, every source column's type against
@@ -15,7 +15,7 @@ commits made before the data commit: harmless on their own if the run then fails
 from __future__ import annotations
 
 import time
-from typing import Any
+from dataclasses import dataclass, replace
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -29,6 +29,7 @@ from icecore.spec.manifest import DataFile, FileContent
 from icecore.spec.metadata import TableMetadata
 from icecore.spec.properties import WRITE_DISTRIBUTION_MODE
 from icecore.spec.schema import Schema
+from icecore.spec.snapshots import Snapshot
 from icecore.table import Table
 from spark_jobs.common.errors import JobError
 from spark_jobs.common.session import SessionSource, configure, session_of
@@ -61,6 +62,7 @@ from spark_jobs.schema import (
     quote_name,
 )
 from spark_jobs.specs.jobs import IngestOptions
+from spark_jobs.specs.results import IngestResult
 from spark_jobs.writing.deletion_vectors import DVTarget, WrittenDVs, write_deletion_vectors
 from spark_jobs.writing.files import (
     FileSet,
@@ -79,13 +81,11 @@ def run(
     catalog: Catalog,
     options: IngestOptions,
     source: DataFrame | None = None,
-) -> dict[str, Any]:
+) -> IngestResult:
     """Ingest `options.source` (or the DataFrame `source`) into the table; the counters."""
     started = time.monotonic()
     spark = configure(session_of(source_session))
-    result: dict[str, Any] = {"table": options.table, "mode": options.mode}
-    if options.batch_id:
-        result["batch_id"] = options.batch_id
+    result = IngestResult(table=options.table, mode=options.mode, batch_id=options.batch_id)
     table = _load(catalog, options.table)
     if table is None and not options.create:
         raise JobError(f"table {options.table} does not exist (--create creates it)")
@@ -94,33 +94,32 @@ def run(
     if table is not None and options.batch_id:
         found = committed_batch(table.metadata, options.batch_id)
         if found is not None:
-            return {**result, "status": "already-committed", "snapshot_id": found.snapshot_id}
+            return replace(result, status="already-committed", snapshot_id=found.snapshot_id)
 
     frame = _read(spark, catalog, options, table, source)
     ignored = [*ORDER_COLUMNS, *([options.op_column] if options.mode == "cdc" else [])]
     if options.mode == "cdc" and options.op_column not in frame.columns:
         raise JobError(f"--op-column {options.op_column!r} is not a column of the source")
-    result["table_created"] = table is None
+    result = replace(result, table_created=table is None)
     if table is None:
         table = _create(catalog, options, frame, ignored)
     keys = _keys(table, options, frame)
-    result["columns_added"] = _check_columns(table, options, frame, keys, ignored)
+    result = replace(result, columns_added=_check_columns(table, options, frame, keys, ignored))
 
     run = RunFiles(table.io, table.metadata, "ingest")
     try:
         dvs = WrittenDVs([], {})
         if options.mode in KEYED_MODES:
-            counts, dvs = _write_changes(spark, table, run, options, frame=frame, keys=keys)
-            result.update(counts)
+            changes, dvs = _write_changes(spark, table, run, options, frame=frame, keys=keys)
             added = run.files() + dvs.added
         else:
             _write_rows(table, run, frame)
             added = run.files()
-            result["rows"] = sum(f.record_count for f in added)
-        result.update(_commit(table, options, added, removed=dvs.replaced()))
+            changes = _Changes(rows=sum(f.record_count for f in added))
+        snapshot = _commit(table, options, added, removed=dvs.replaced())
     except BatchAlreadyCommitted as exc:
         run.discard()
-        return {**result, "status": "already-committed", "snapshot_id": exc.snapshot_id}
+        return replace(result, status="already-committed", snapshot_id=exc.snapshot_id)
     except CommitStateUnknownError:
         raise  # the files may be committed: never delete them
     except BaseException as exc:
@@ -133,9 +132,20 @@ def run(
             if explained is not None:
                 raise JobError(explained) from None
         raise
-    result.update(_file_counts(added))
-    result["seconds"] = round(time.monotonic() - started, 3)
-    return result
+    return replace(
+        result,
+        status="committed",
+        snapshot_id=snapshot.snapshot_id,
+        sequence_number=snapshot.sequence_number,
+        operation=snapshot.operation.value if snapshot.operation else None,
+        rows=changes.rows,
+        inserts=changes.inserts,
+        updates=changes.updates,
+        deletes=changes.deletes,
+        superseded_in_batch=changes.superseded_in_batch,
+        **_file_counts(added),
+        seconds=round(time.monotonic() - started, 3),
+    )
 
 
 def _load(catalog: Catalog, identifier: str) -> Table | None:
@@ -275,6 +285,17 @@ def _write_rows(table: Table, run: RunFiles, frame: DataFrame) -> None:
 # Upsert, delete and CDC ---------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class _Changes:
+    """The rows of a batch; the per-operation counts only for a keyed mode."""
+
+    rows: int
+    inserts: int | None = None
+    updates: int | None = None
+    deletes: int | None = None
+    superseded_in_batch: int | None = None
+
+
 def _write_changes(
     spark: SparkSession,
     table: Table,
@@ -283,7 +304,7 @@ def _write_changes(
     *,
     frame: DataFrame,
     keys: list[str],
-) -> tuple[dict[str, int], WrittenDVs]:
+) -> tuple[_Changes, WrittenDVs]:
     """The batch's files: data, deletes of rows it superseded itself (DVs on a v3 table,
     returned; position delete files before), equality deletes of the keys it changed."""
     op_name = options.op_column if options.mode == "cdc" else None
@@ -296,14 +317,14 @@ def _write_changes(
             _write_equality_deletes(table, run, batch, keys)
     finally:
         batch.release()
-    counts = {
-        "rows": batch.rows,
-        "inserts": batch.counts["I"],
-        "updates": batch.counts["U"],
-        "deletes": batch.counts["D"],
-        "superseded_in_batch": batch.superseded,
-    }
-    return counts, dvs
+    changes = _Changes(
+        rows=batch.rows,
+        inserts=batch.counts["I"],
+        updates=batch.counts["U"],
+        deletes=batch.counts["D"],
+        superseded_in_batch=batch.superseded,
+    )
+    return changes, dvs
 
 
 def _write_written_rows(
@@ -381,7 +402,7 @@ def _write_equality_deletes(
 
 def _commit(
     table: Table, options: IngestOptions, added: list[DataFile], *, removed: list[DataFile]
-) -> dict[str, Any]:
+) -> Snapshot:
     """One commit of the batch's files; a keyed batch's is a row delta, which also removes
     the DVs its new DVs replace (`removed`), so a data file never has two."""
     table.refresh()
@@ -410,13 +431,7 @@ def _commit(
     if options.batch_id:
         guard_batch(producer, options.batch_id)
     committed = producer.commit()
-    snapshot = committed.snapshot_by_id(producer.snapshot_id)
-    return {
-        "status": "committed",
-        "snapshot_id": snapshot.snapshot_id,
-        "sequence_number": snapshot.sequence_number,
-        "operation": snapshot.operation.value if snapshot.operation else None,
-    }
+    return committed.snapshot_by_id(producer.snapshot_id)
 
 
 def _file_counts(files: list[DataFile]) -> dict[str, int]:

@@ -20,7 +20,6 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
-from typing import Any
 
 from pyspark.sql import SparkSession
 
@@ -51,6 +50,7 @@ from spark_jobs.common.where import parse_where
 from spark_jobs.rewrite_data_files.write import write_groups
 from spark_jobs.schema import check_spark_readable
 from spark_jobs.specs.jobs import RewriteDataFilesOptions
+from spark_jobs.specs.results import RewriteDataFilesResult
 from spark_jobs.writing.files import RunFiles
 
 JOB_PROPERTY = "icefloe.job"
@@ -63,13 +63,24 @@ class _Written:
     files: list[DataFile]
 
 
+@dataclass(frozen=True)
+class _Committed:
+    """What one commit did."""
+
+    snapshot_id: int
+    replaced_files: int
+    replaced_bytes: int
+    added_files: int
+    removed_deletes: int
+
+
 def run(
     source: SessionSource,
     catalog: Catalog,
     options: RewriteDataFilesOptions,
     *,
     before_commit: BeforeCommit | None = None,
-) -> dict[str, Any]:
+) -> RewriteDataFilesResult:
     """Rewrite the table's data files; the result counters. `before_commit(table)` runs
     between writing and committing, once (tests commit concurrently there)."""
     started = time.monotonic()
@@ -78,15 +89,9 @@ def run(
     rules = _plan_rules(table, options)
     row_filter = parse_where(options.where)
     order = _sort_order(table, options)
-    result: dict[str, Any] = {
-        "table": options.table,
-        "rewritten_data_files": 0,
-        "added_data_files": 0,
-        "rewritten_bytes": 0,
-        "removed_delete_files": 0,
-        "failed_groups": [],
-        "commits": [],
-    }
+    commits: list[_Committed] = []
+    failed_groups: list[str] = []
+    planned: tuple[int, int | None] | None = None  # the first plan's groups and snapshot
     attempts = 0
     pending: list[str] | None = None  # partition keys still to do after a conflict
     while True:
@@ -94,9 +99,8 @@ def run(
         groups = plan.groups
         if pending is not None:
             groups = [g for g in groups if _group_key(g) in pending]
-        if attempts == 0:
-            result["planned_groups"] = len(groups)
-            result["snapshot_id"] = plan.snapshot_id
+        if planned is None:
+            planned = (len(groups), plan.snapshot_id)
         _log_plan(table, groups, attempts)
         if not groups:
             break
@@ -108,7 +112,7 @@ def run(
             options=options,
             rules=rules,
             order=order,
-            result=result,
+            commits=commits,
             before_commit=before_commit,
         )
         before_commit = None  # the hook runs for the first attempt only
@@ -122,14 +126,24 @@ def run(
                     f"{options.table}: compaction gave up after {options.max_retries} "
                     f"retries: {messages[0]}"
                 )
-            result["failed_groups"].extend(messages)
+            failed_groups.extend(messages)
             break
-        result.setdefault("retries", 0)
-        result["retries"] += 1
         pending = [_group_key(g) for g, _ in conflicts]
         table.refresh()
-    result["seconds"] = round(time.monotonic() - started, 3)
-    return result
+    assert planned is not None
+    return RewriteDataFilesResult(
+        table=options.table,
+        planned_groups=planned[0],
+        snapshot_id=planned[1],
+        rewritten_data_files=sum(c.replaced_files for c in commits),
+        added_data_files=sum(c.added_files for c in commits),
+        rewritten_bytes=sum(c.replaced_bytes for c in commits),
+        removed_delete_files=sum(c.removed_deletes for c in commits),
+        commits=[c.snapshot_id for c in commits],
+        failed_groups=failed_groups,
+        retries=min(attempts, options.max_retries) or None,
+        seconds=round(time.monotonic() - started, 3),
+    )
 
 
 def _group_key(group: FileGroup) -> str:
@@ -201,10 +215,11 @@ def _rewrite(
     options: RewriteDataFilesOptions,
     rules: PlanRules,
     order: SortOrder | None,
-    result: dict[str, Any],
+    commits: list[_Committed],
     before_commit: BeforeCommit | None,
 ) -> list[tuple[FileGroup, str]]:
-    """Write and commit `groups`; the groups that conflicted, with the conflict."""
+    """Write and commit `groups`, adding each commit to `commits`; the groups that
+    conflicted, with the conflict."""
     run = RunFiles(table.io, table.metadata, "rewrite-data-files")
     conflicts: list[tuple[FileGroup, str]] = []
     committed: list[str] = []  # data files replaced by earlier commits of this run
@@ -235,7 +250,7 @@ def _rewrite(
         )
         for batch in batches:
             try:
-                _commit(table, plan, batch, committed=committed, options=options, result=result)
+                commits.append(_commit(table, plan, batch, committed=committed, options=options))
             except CommitConflictError as exc:
                 conflicts.extend((w.group, str(exc)) for w in batch)
                 delete_quietly(table, [f for w in batch for f in w.files])
@@ -250,8 +265,7 @@ def _commit(
     *,
     committed: list[str],
     options: RewriteDataFilesOptions,
-    result: dict[str, Any],
-) -> None:
+) -> _Committed:
     table.refresh()
     groups = [w.group for w in batch]
     replaced = [f for g in groups for f in g.data_files]
@@ -266,11 +280,6 @@ def _commit(
     rewrite.snapshot_property(JOB_PROPERTY, "rewrite_data_files")
     rewrite.commit()
     committed.extend(f.file_path for f in replaced)
-    result["rewritten_data_files"] += len(replaced)
-    result["added_data_files"] += len(added)
-    result["rewritten_bytes"] += sum(f.file_size_in_bytes for f in replaced)
-    result["removed_delete_files"] += len(removed_deletes)
-    result["commits"].append(rewrite.snapshot_id)
     LOG.info(
         "committed %d of the groups: %d data files replaced by %d, %d delete files dropped "
         "(snapshot %s)",
@@ -279,4 +288,11 @@ def _commit(
         len(added),
         len(removed_deletes),
         rewrite.snapshot_id,
+    )
+    return _Committed(
+        snapshot_id=rewrite.snapshot_id,
+        replaced_files=len(replaced),
+        replaced_bytes=sum(f.file_size_in_bytes for f in replaced),
+        added_files=len(added),
+        removed_deletes=len(removed_deletes),
     )

@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from typing import Any
+from dataclasses import replace
 
 from icecore.actions.committing import BeforeCommit, with_replanning
 from icecore.actions.manifest_output import ManifestOutput
@@ -36,6 +36,7 @@ from spark_jobs.common.session import SessionSource, configure, session_of
 from spark_jobs.rewrite_manifests.in_driver import rewrite_in_driver
 from spark_jobs.rewrite_manifests.in_spark import rewrite_in_spark
 from spark_jobs.specs.jobs import RewriteManifestsOptions
+from spark_jobs.specs.results import RewriteManifestsResult
 
 JOB = "rewrite_manifests"
 JOB_PROPERTY = "icefloe.job"
@@ -48,18 +49,23 @@ def run(
     options: RewriteManifestsOptions,
     *,
     before_commit: BeforeCommit | None = None,
-) -> dict[str, Any]:
+) -> RewriteManifestsResult:
     """Rewrite the table's manifests; the result counters. `before_commit(table)` runs after
     the manifests are written, before the commit (tests commit concurrently there)."""
     started = time.monotonic()
 
-    def attempt() -> dict[str, Any]:
+    def attempt() -> RewriteManifestsResult:
         table = catalog.load_table(options.table)
         return rewrite_once(spark, table, options, before_commit)
 
-    result = with_replanning(JOB, attempt, options.max_attempts)
-    result["seconds"] = round(time.monotonic() - started, 3)
-    return {"table": options.table, **result}
+    done = with_replanning(JOB, attempt, options.max_attempts)
+    return replace(
+        done.value,
+        table=options.table,
+        attempts=done.attempts,
+        conflicts=done.conflicts,
+        seconds=round(time.monotonic() - started, 3),
+    )
 
 
 def rewrite_once(
@@ -67,12 +73,12 @@ def rewrite_once(
     table: Table,
     options: RewriteManifestsOptions,
     before_commit: BeforeCommit | None = None,
-) -> dict[str, Any]:
+) -> RewriteManifestsResult:
     """One attempt: plan on the current snapshot, write, commit (CommitConflictError when a
     replaced manifest is gone meanwhile)."""
     snapshot = table.metadata.current_snapshot()
     if snapshot is None:
-        return {"status": "empty-table", **_counts([], [])}
+        return RewriteManifestsResult(status="empty-table")
     manifests = snapshot_manifests(table.io, snapshot)
     try:
         plan = plan_manifest_rewrite(
@@ -86,14 +92,17 @@ def rewrite_once(
         )
     except ValidationError as exc:
         raise JobError(f"{table.name}: {exc}") from None
-    result: dict[str, Any] = {"starting_snapshot_id": snapshot.snapshot_id}
     if not plan.groups:
         LOG.info("%s: %d manifests, none to rewrite", table.name, len(manifests))
-        return {**result, "status": "nothing-to-rewrite", **_counts(manifests, manifests)}
+        return RewriteManifestsResult(
+            status="nothing-to-rewrite",
+            starting_snapshot_id=snapshot.snapshot_id,
+            **_counts(manifests, manifests),
+        )
     rewrite = table.rewrite_manifests()
     written: list[ManifestFile] = []
     try:
-        result["rewritten_in"] = _write(
+        rewritten_in = _write(
             spark,
             table,
             plan,
@@ -127,19 +136,20 @@ def rewrite_once(
         len(listed),
         len(manifests),
     )
-    return {
-        **result,
-        "status": "committed",
-        "snapshot_id": after.snapshot_id,
-        "sequence_number": after.sequence_number,
+    return RewriteManifestsResult(
+        status="committed",
+        snapshot_id=after.snapshot_id,
+        sequence_number=after.sequence_number,
+        starting_snapshot_id=snapshot.snapshot_id,
+        rewritten_in=rewritten_in,
         **_counts(manifests, listed),
-        "rewritten_manifests": len(plan.rewritten),
-        "added_manifests": len(written),
-        "kept_manifests": len(plan.kept),
-        "entries": sum(g.live_files for g in plan.groups),
-        "rewritten_bytes": sum(m.manifest_length for m in plan.rewritten),
-        "added_bytes": sum(m.manifest_length for m in written),
-    }
+        rewritten_manifests=len(plan.rewritten),
+        added_manifests=len(written),
+        kept_manifests=len(plan.kept),
+        entries=sum(g.live_files for g in plan.groups),
+        rewritten_bytes=sum(m.manifest_length for m in plan.rewritten),
+        added_bytes=sum(m.manifest_length for m in written),
+    )
 
 
 def _write(

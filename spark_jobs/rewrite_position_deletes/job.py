@@ -53,7 +53,7 @@ import logging
 import time
 from collections import defaultdict
 from collections.abc import Collection
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from pyspark.sql import SparkSession
@@ -87,6 +87,7 @@ from spark_jobs.reading.live_files import (
 from spark_jobs.reading.parquet_files import PerFile, read_parquet
 from spark_jobs.schema import quoted
 from spark_jobs.specs.jobs import RewritePositionDeletesOptions
+from spark_jobs.specs.results import RewritePositionDeletesResult
 from spark_jobs.writing.deletion_vectors import (
     DVTarget,
     previous_deletes,
@@ -142,7 +143,7 @@ class _Plan:
 
 def run(
     source: SessionSource, catalog: Catalog, options: RewritePositionDeletesOptions
-) -> dict[str, Any]:
+) -> RewritePositionDeletesResult:
     """Plan, write and commit; after a conflict plan again from the new table state (all of
     it, or with partial progress only the partitions whose commit conflicted), at most
     `max_attempts` times."""
@@ -151,13 +152,16 @@ def run(
         options.target_file_size_bytes, options.min_file_size_bytes, options.max_file_size_bytes
     )
     where = parse_where(options.where)
-    result: dict[str, Any] = {"table": options.table, **_counters()}
+    progress = _Progress()
     conflicts: list[str] = []
+    failed_groups: list[str] = []
     pending: set[PartitionKey] | None = None
     for attempt in range(1, options.max_attempts + 1):
         table = catalog.load_table(options.table)
         try:
-            failed = rewrite_once(source, table, options, sizes, where, result=result, only=pending)
+            failed = rewrite_once(
+                source, table, options, sizes, where, progress=progress, only=pending
+            )
         except CommitConflictError as exc:  # without partial progress: nothing committed
             conflicts.append(str(exc))
             if attempt == options.max_attempts:
@@ -171,18 +175,19 @@ def run(
         conflicts.extend(message for _, message in failed)
         pending = {key for keys, _ in failed for key in keys}
         if attempt == options.max_attempts:
-            result["failed_groups"] = [message for _, message in failed]
-    if result["failed_groups"] and not result["commits"]:
+            failed_groups = [message for _, message in failed]
+    if failed_groups and not progress.commits:
         raise JobError(
             f"{JOB}: every commit conflicted on each of {options.max_attempts} attempt(s); "
-            f"last: {result['failed_groups'][0]}"
+            f"last: {failed_groups[0]}"
         )
-    if result["failed_groups"]:
-        result["status"] = "partially-committed"
-    result["attempts"] = attempt
-    result["conflicts"] = conflicts
-    result["seconds"] = round(time.monotonic() - started, 3)
-    return result
+    return progress.result(
+        options.table,
+        failed_groups=failed_groups,
+        attempts=attempt,
+        conflicts=conflicts,
+        seconds=round(time.monotonic() - started, 3),
+    )
 
 
 def plan(
@@ -263,25 +268,59 @@ def _bin_pack(files: list[LiveDelete], max_group: int) -> list[list[LiveDelete]]
     return [sorted(members, key=lambda d: d.file.file_path) for members in packed]
 
 
-def _counters() -> dict[str, Any]:
-    return {
-        "rewritten_delete_files": 0,
-        "added_delete_files": 0,
-        "rewritten_bytes": 0,
-        "added_bytes": 0,
-        "removed_dangling_delete_files": 0,
-        "rewritten_position_deletes": 0,
-        "added_position_deletes": 0,
-        "dropped_position_deletes": 0,
-        "merged_equality_delete_files": 0,
-        "added_equality_delete_files": 0,
-        "added_deletion_vectors": 0,
-        "rewritten_groups": 0,
-        "planned_groups": 0,
-        "commits": [],
-        "failed_groups": [],
-        "status": "nothing-to-rewrite",
-    }
+# The counters of a commit, summed over the run's commits.
+_COUNTERS = (
+    "rewritten_delete_files",
+    "added_delete_files",
+    "rewritten_bytes",
+    "added_bytes",
+    "removed_dangling_delete_files",
+    "rewritten_position_deletes",
+    "added_position_deletes",
+    "dropped_position_deletes",
+    "merged_equality_delete_files",
+    "added_equality_delete_files",
+    "added_deletion_vectors",
+    "rewritten_groups",
+)
+
+
+@dataclass
+class _Progress:
+    """What the run's plans and commits did so far; each commit as a result of its own."""
+
+    commits: list[RewritePositionDeletesResult] = field(default_factory=list)
+    planned_groups: int = 0
+    snapshot_id: int | None = None  # of the first plan
+    empty_table: bool = False
+
+    def result(
+        self,
+        table: str,
+        *,
+        failed_groups: list[str],
+        attempts: int,
+        conflicts: list[str],
+        seconds: float,
+    ) -> RewritePositionDeletesResult:
+        last = self.commits[-1] if self.commits else None
+        status = "empty-table" if self.empty_table else "nothing-to-rewrite"
+        if last is not None:
+            status = "partially-committed" if failed_groups else "committed"
+        return RewritePositionDeletesResult(
+            table=table,
+            status=status,
+            snapshot_id=self.snapshot_id if last is None else last.snapshot_id,
+            sequence_number=None if last is None else last.sequence_number,
+            starting_snapshot_id=None if last is None else last.starting_snapshot_id,
+            **{name: sum(getattr(c, name) for c in self.commits) for name in _COUNTERS},
+            planned_groups=self.planned_groups,
+            commits=[c.snapshot_id for c in self.commits if c.snapshot_id is not None],
+            failed_groups=failed_groups,
+            attempts=attempts,
+            conflicts=conflicts,
+            seconds=seconds,
+        )
 
 
 Failed = list[tuple[list[PartitionKey], str]]
@@ -294,20 +333,21 @@ def rewrite_once(
     sizes: FileSizeBounds,
     where: Any,
     *,
-    result: dict[str, Any],
+    progress: _Progress,
     only: Collection[PartitionKey] | None = None,
 ) -> Failed:
-    """One plan, write and commit(s), adding what was committed to `result`. Returns the
+    """One plan, write and commit(s), adding what was committed to `progress`. Returns the
     batches whose commit conflicted (partial progress; without it the conflict is raised)
     as their partitions and the conflict. Spark is started only for files to write."""
     state = live_state(table)
     if state is None:
-        result["status"] = "empty-table"
+        progress.empty_table = True
         return []
     chosen = plan(state, options, sizes, where, only)
     if only is None:
-        result["planned_groups"] = len(chosen.groups)
-        result.setdefault("snapshot_id", state.snapshot.snapshot_id)
+        progress.planned_groups = len(chosen.groups)
+        if progress.snapshot_id is None:
+            progress.snapshot_id = state.snapshot.snapshot_id
     if not (chosen.groups or chosen.dangling):
         return []
     require_parquet([d.file for g in chosen.groups for d in g.files])
@@ -323,14 +363,14 @@ def rewrite_once(
     run = RunFiles(table.io, table.metadata, "rewrite-deletes")
     written: dict[int, list[DataFile]] = defaultdict(list)
     done: set[int] = set()  # groups committed, or whose files were already deleted
-    commits_before = len(result["commits"])
+    commits_before = len(progress.commits)
     batches = commit_batches(
         chosen.groups, options.partial_progress_enabled, options.partial_progress_max_commits
     )
     with cleanup_on_failure(
         table,
         run,
-        committed=lambda: len(result["commits"]) > commits_before,
+        committed=lambda: len(progress.commits) > commits_before,
         uncommitted=lambda: [f for g, fs in written.items() if g not in done for f in fs],
     ):
         to_dvs = [g for g in chosen.of_kind(equality=False) if g.into_dvs]
@@ -349,7 +389,9 @@ def rewrite_once(
         for n, batch in enumerate(batches):
             dangling = chosen.dangling if n == 0 else []
             try:
-                _commit(table, state, batch, dangling=dangling, written=written, result=result)
+                progress.commits.append(
+                    _commit(table, state, batch, dangling=dangling, written=written)
+                )
             except CommitConflictError as exc:
                 if not options.partial_progress_enabled:
                     raise
@@ -368,10 +410,9 @@ def _commit(
     *,
     dangling: list[LiveDelete],
     written: dict[int, list[DataFile]],
-    result: dict[str, Any],
-) -> None:
+) -> RewritePositionDeletesResult:
     """One `replace` commit of `batch` (and the dangling files), validated from the
-    planning snapshot; adds its counts to `result`."""
+    planning snapshot; what it did."""
     rewrite = DeleteRewrite(table).validate_from_snapshot(state.snapshot.snapshot_id)
     inputs = [d for g in batch for d in g.files]
     for d in inputs + dangling:
@@ -390,30 +431,26 @@ def _commit(
     positions = [d for g in batch if g.equality_ids is None for d in g.files]
     added_positions = [f for f in added if f.content == FileContent.POSITION_DELETES]
     sizes = {f.file_path: f.file_size_in_bytes for f in added}  # a Puffin file counts once
-    counts = {
-        "rewritten_delete_files": len(inputs),
-        "added_delete_files": len(added),
-        "rewritten_bytes": _size(inputs),
-        "added_bytes": sum(sizes.values()),
-        "removed_dangling_delete_files": len(dangling),
-        "rewritten_position_deletes": sum(d.file.record_count for d in positions),
-        "added_position_deletes": sum(f.record_count for f in added_positions),
-        "merged_equality_delete_files": len(inputs) - len(positions),
-        "added_equality_delete_files": len(added) - len(added_positions),
-        "added_deletion_vectors": sum(f.is_deletion_vector for f in added),
-        "rewritten_groups": len(batch),
-    }
-    counts["dropped_position_deletes"] = (
-        counts["rewritten_position_deletes"] - counts["added_position_deletes"]
-    )
-    for name, value in counts.items():
-        result[name] += value
-    result["commits"].append(snapshot.snapshot_id)
-    result.update(
+    rewritten_positions = sum(d.file.record_count for d in positions)
+    added_position_deletes = sum(f.record_count for f in added_positions)
+    return RewritePositionDeletesResult(
+        table=table.name,
         status="committed",
         snapshot_id=snapshot.snapshot_id,
         sequence_number=snapshot.sequence_number,
         starting_snapshot_id=state.snapshot.snapshot_id,
+        rewritten_delete_files=len(inputs),
+        added_delete_files=len(added),
+        rewritten_bytes=_size(inputs),
+        added_bytes=sum(sizes.values()),
+        removed_dangling_delete_files=len(dangling),
+        rewritten_position_deletes=rewritten_positions,
+        added_position_deletes=added_position_deletes,
+        dropped_position_deletes=rewritten_positions - added_position_deletes,
+        merged_equality_delete_files=len(inputs) - len(positions),
+        added_equality_delete_files=len(added) - len(added_positions),
+        added_deletion_vectors=sum(f.is_deletion_vector for f in added),
+        rewritten_groups=len(batch),
     )
 
 

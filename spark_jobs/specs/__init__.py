@@ -1,8 +1,9 @@
 """What every job takes, declared once: the jobs' options and the grammar of their values.
 
 `jobs` holds each job's options class and the registry `JOBS`; `options` the declaration
-model; `grammar` sizes, durations, instants and ratios; `argv` the command line derived from
-a declaration; `docs` the README's option tables.
+model; `results` each job's result class and the registry `RESULTS`; `grammar` sizes,
+durations, instants and ratios; `argv` the command line derived from a declaration; `docs`
+the README's option tables.
 
 Standard library only, and importing nothing else of spark_jobs: the Airflow side
 (`icefloe_airflow`) builds its forms and checks its operators' options from these same

@@ -19,7 +19,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from icefloe_airflow.assets import INGEST_ALIAS, table_asset
-from icefloe_airflow.health_history import table_checks
+from icefloe_airflow.health_history import bytes_rewritten_per_day, table_checks
 from icefloe_airflow.hook import IcebergHook
 from icefloe_airflow.operators import (
     ConvertEqualityDeletesOperator,
@@ -341,6 +341,9 @@ def test_ingest_then_compact_in_a_dag_run(
         "rewrite_data_files": "success",
     }
     assert runs["rewrite_data_files"].result == compacted
+    # Its bytes went to the run's own column, which the page's chart sums.
+    days = bytes_rewritten_per_day(store.engine, store.catalog_name, "db.events", days=2)
+    assert sum(b for _, b in days) == compacted["rewritten_bytes"] > 0
     assert (runs["ingest"].dag_id, runs["ingest"].run_id) == (dag.dag_id, run.run_id)
     assert store.lock_holder("db.events") is None  # released after the job
 

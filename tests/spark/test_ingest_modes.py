@@ -136,7 +136,7 @@ def test_a_batch_is_committed_once(spark: SparkSession, catalog: SqlCatalog) -> 
     first = ingest(spark, catalog, options, source=_frame(spark, [(1, "eu", "a")]))
     stale = catalog.load_table("db.b")
     again = ingest(spark, catalog, options, source=_frame(spark, [(1, "eu", "a")]))
-    assert again == {
+    assert again.to_dict() == {
         "table": "db.b",
         "mode": "append",
         "batch_id": "2024-01-07",

@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from icefloe_airflow.health_history import BAND_WIDTH, HealthCheck, record_checks
-from icefloe_airflow.state import RUNS, MaintenanceStore
+from icefloe_airflow.state import RUNS, MaintenanceStore, run_figures
 from sqlalchemy import Engine, insert
 
 CATALOG = "default"
@@ -144,7 +144,7 @@ def _run(
     result = (
         None
         if size is None
-        else json.dumps({"rewritten_data_files": 4, "added_data_files": 1, "rewritten_bytes": size})
+        else {"rewritten_data_files": 4, "added_data_files": 1, "rewritten_bytes": size}
     )
     return {
         "catalog_name": catalog,
@@ -157,6 +157,7 @@ def _run(
         "state": state,
         "started_at_ms": finished_ms - 120_000,
         "finished_at_ms": finished_ms,
-        "result": result,
+        "result": None if result is None else json.dumps(result),
+        **run_figures(job, result),  # what `MaintenanceStore.finish_run` sets
         "error": "OutOfMemoryError: java heap" if state == "failed" else None,
     }

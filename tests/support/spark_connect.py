@@ -253,7 +253,8 @@ def job_runner(request: pytest.FixtureRequest, warehouse: Path) -> JobRun:
         catalog = request.getfixturevalue("catalog")
 
         def classic(job: str, options: JobOptions) -> dict[str, Any]:
-            return dict(importlib.import_module(f"spark_jobs.{job}").run(spark, catalog, options))
+            job_module = importlib.import_module(f"spark_jobs.{job}")
+            return job_module.run(spark, catalog, options).to_dict()  # type: ignore[no-any-return]
 
         run: Any = classic
     else:

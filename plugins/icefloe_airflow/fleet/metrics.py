@@ -23,16 +23,9 @@ from airflow.sdk import conf
 from airflow.sdk.observability.metrics import stats_utils
 
 from icefloe_airflow.fleet.checking import TableCheck
+from spark_jobs.specs.results import result_of
 
 PREFIX = "icefloe.fleet"
-# Result counters of files a job took out of the table; expiry and orphan removal also
-# report `deleted_*_count` (files deleted from storage), which count too.
-FILES_REMOVED = (
-    "rewritten_data_files",
-    "rewritten_delete_files",
-    "removed_dangling_delete_files",
-    "removed_equality_delete_files",
-)
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.\-]")
 _BACKEND_OPTIONS = (
     "statsd_on",
@@ -80,19 +73,19 @@ def table_gauges(catalog: str, checks: Iterable[TableCheck]) -> None:
 
 
 def job_counters(catalog: str, table: str, job: str, result: Mapping[str, Any]) -> None:
-    """Bytes rewritten and files removed by one successful job run."""
+    """Bytes rewritten and files removed by one successful job run (the result's `figures`,
+    which the UI charts too)."""
+    typed = result_of(job, result)
+    if typed is None:
+        return
+    figures = typed.figures()
     stats = _logger()
     tags = {"catalog": catalog, "table": table, "job": job}
     name = f"{PREFIX}.{_part(catalog)}"
-    rewritten = int(result.get("rewritten_bytes") or 0)
-    removed = sum(int(result.get(k) or 0) for k in FILES_REMOVED)
-    removed += sum(
-        int(v or 0) for k, v in result.items() if k.startswith("deleted_") and k.endswith("_count")
-    )
-    if rewritten:
-        stats.incr(f"{name}.bytes_rewritten", count=rewritten, tags=tags)
-    if removed:
-        stats.incr(f"{name}.files_removed", count=removed, tags=tags)
+    if figures.rewritten_bytes:
+        stats.incr(f"{name}.bytes_rewritten", count=figures.rewritten_bytes, tags=tags)
+    if figures.removed_files:
+        stats.incr(f"{name}.files_removed", count=figures.removed_files, tags=tags)
 
 
 def job_failed(catalog: str, table: str, job: str) -> None:
