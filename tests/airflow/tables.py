@@ -10,9 +10,7 @@ the session reads through SPARK_CONF_DIR.
 
 from __future__ import annotations
 
-import datetime as dt
 import os
-import random
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -26,10 +24,8 @@ from icecore.catalog import Catalog
 from icecore.table import Table
 from spark_jobs.ingest import run as ingest
 from spark_jobs.specs.jobs import IngestOptions
+from tests.support.batches import CdcLog, Rows, cdc_frame
 from tests.support.reader import scan_rows
-
-SOURCE_SCHEMA = "id long, v string, ts timestamp_ntz, op string"
-Rows = Counter[tuple[Any, ...]]
 
 # The jobs' spark-submits are short-lived JVMs: C1-only JIT and the serial collector start
 # them about 3 s sooner (as the REST server fixture's JVM).
@@ -62,38 +58,6 @@ def spark_conf_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return directory
 
 
-class CdcLog:
-    """Changes as a database's log has them: inserts of new keys, updates and deletes of live
-    ones (keys recur within a batch: position deletes; and across batches: equality
-    deletes), with the rows a correct table holds after them (`model`)."""
-
-    def __init__(self, seed: int) -> None:
-        self.rnd = random.Random(seed)
-        self.state: dict[int, tuple[Any, ...]] = {}
-        self.next_id = 1
-
-    def batch(self, size: int) -> list[tuple[Any, ...]]:
-        rows = []
-        for i in range(size):
-            if not self.state or self.rnd.random() < 0.4:
-                key, op = self.next_id, "I"
-                self.next_id += 1
-            else:
-                key = self.rnd.choice(sorted(self.state))
-                op = "D" if self.rnd.random() < 0.3 else "U"
-            ts = dt.datetime(2024, 1, 1 + self.rnd.randint(0, 2), self.rnd.randint(0, 23))
-            value = f"r{self.next_id}-{i}"
-            rows.append((key, value, ts, op))
-            if op == "D":
-                del self.state[key]
-            else:
-                self.state[key] = (key, value, _micros(ts))
-        return rows
-
-    def model(self) -> Rows:
-        return Counter(self.state.values())
-
-
 def ingest_cdc(
     spark: SparkSession,
     catalog: Catalog,
@@ -108,7 +72,7 @@ def ingest_cdc(
     log = CdcLog(seed)
     for _ in range(batches):
         rows = log.batch(size)
-        frame = spark.createDataFrame(spark.sparkContext.parallelize(rows, 2), SOURCE_SCHEMA)
+        frame = cdc_frame(spark, rows)
         options = IngestOptions(
             table=table, mode="cdc", key=["id"], create=True, partition_by=partition_by
         )
@@ -125,10 +89,6 @@ def write_cdc_parquet(path: Path, rows: list[tuple[Any, ...]]) -> Path:
     columns = list(zip(*rows, strict=True))
     pq.write_table(pa.table([list(c) for c in columns], schema=schema), path)
     return path
-
-
-def _micros(ts: dt.datetime) -> int:
-    return (ts - dt.datetime(1970, 1, 1)) // dt.timedelta(microseconds=1)
 
 
 def table_rows(table: Table) -> Rows:

@@ -29,12 +29,11 @@ from icecore.table import Table
 from spark_jobs.ingest import run as ingest
 from spark_jobs.ingest.table_setup import create_table, unpartitioned_spec
 from spark_jobs.specs.jobs import IngestOptions
+from tests.support.batches import Rows, cdc_frame, micros
 from tests.support.reader import scan_rows
 from tests.support.tables import LocalTable
 
-SOURCE_SCHEMA = "id long, v string, ts timestamp_ntz, op string"
 TABLE = "db.deletes"
-Rows = Counter[tuple[Any, ...]]
 
 
 def batch(rnd: random.Random, b: int, size: int, null_keys: bool) -> list[tuple[Any, ...]]:
@@ -48,7 +47,7 @@ def batch(rnd: random.Random, b: int, size: int, null_keys: bool) -> list[tuple[
 
 
 def cdc(spark: SparkSession, catalog: SqlCatalog, rows: list[tuple[Any, ...]], **kw: Any) -> Any:
-    frame = spark.createDataFrame(spark.sparkContext.parallelize(rows, 2), SOURCE_SCHEMA)
+    frame = cdc_frame(spark, rows)
     options = IngestOptions(table=TABLE, mode="cdc", key=["id"], create=True, **kw)
     result = ingest(spark, catalog, options, source=frame)
     assert result["status"] == "committed"
@@ -76,22 +75,8 @@ def build(
     return rnd
 
 
-def model_apply(model: list[tuple[Any, ...]], batch_rows: list[tuple[Any, ...]]) -> None:
-    """The CDC contract on a list of (id, v, ts): `I` adds, `U` replaces every row of its
-    key, `D` deletes them (see spark_jobs.ingest.changes)."""
-    for key, v, ts, op in batch_rows:
-        if op != "I":
-            model[:] = [m for m in model if m[0] != key]
-        if op != "D":
-            model.append((key, v, _micros(ts)))
-
-
-def _micros(ts: dt.datetime) -> int:
-    return (ts - dt.datetime(1970, 1, 1)) // dt.timedelta(microseconds=1)
-
-
 def create(catalog: SqlCatalog, partition_by: str | None, name: str = TABLE) -> Table:
-    """The table the ingestion job creates for SOURCE_SCHEMA (keyed by `id`)."""
+    """The table the ingestion job creates for SOURCE (keyed by `id`)."""
     schema = Schema(
         (
             NestedField(1, "id", LongType()),
@@ -130,7 +115,7 @@ def commit_cdc(table: Table, batch_rows: list[tuple[Any, ...]]) -> int:
             superseded.update(i for i, r in enumerate(written) if r["id"] == key)
             touched[key] = None
         if op != "D":
-            written.append({"id": key, "v": v, "ts": _micros(ts)})
+            written.append({"id": key, "v": v, "ts": micros(ts)})
     files: list[DataFile] = []
     positions: dict[tuple[Any, ...], list[tuple[str, int]]] = {}
     by_partition: dict[tuple[Any, ...], list[int]] = {}

@@ -61,9 +61,9 @@ from tests.spark.delete_tables import (
     commit_cdc,
     create,
     live,
-    model_apply,
     rows,
 )
+from tests.support.batches import Model
 from tests.support.duckdb import duck_connection  # noqa: F401 - provides the `duck` fixture
 from tests.support.reader import scan_rows
 from tests.support.tables import LocalTable
@@ -72,13 +72,13 @@ ROUNDS = int(os.environ.get("ICEFLOE_RACE_ROUNDS", "5"))
 SIZE = 16
 
 
-class Model:
-    """The CDC batches committed so far and what the table must read."""
+class RacedTable:
+    """The table under race: the CDC batches committed so far and what it must read."""
 
     def __init__(self, catalog: SqlCatalog, partition_by: str | None, seed: int) -> None:
         self.catalog = catalog
         self.rnd = random.Random(seed)
-        self.rows: list[tuple[Any, ...]] = []
+        self.model = Model()
         self.batches = 0
         self.at: dict[int, Counter[tuple[Any, ...]]] = {}  # snapshot id -> its rows
         create(catalog, partition_by)
@@ -88,7 +88,7 @@ class Model:
         changes = batch(self.rnd, self.batches, SIZE, null_keys=False)
         self.batches += 1
         snapshot_id = commit_cdc((catalog or self.catalog).load_table(TABLE), changes)
-        model_apply(self.rows, changes)
+        self.model.apply("cdc", changes)
         self.at[snapshot_id] = self.expected
         return snapshot_id
 
@@ -97,7 +97,7 @@ class Model:
         changes = batch(self.rnd, self.batches, SIZE, null_keys=False)
         self.batches += 1
         snapshot_id = int(cdc(spark, catalog, changes)["snapshot_id"])
-        model_apply(self.rows, changes)
+        self.model.apply("cdc", changes)
         self.at[snapshot_id] = self.expected
         return snapshot_id
 
@@ -105,7 +105,7 @@ class Model:
         """A merge-on-read DELETE of one live row, as another engine writes it: a position
         delete on its data file. Values of `v` are unique, so the row has one position."""
         table = catalog.load_table(TABLE)
-        victim = self.rnd.choice(sorted(self.rows, key=str))
+        victim = self.rnd.choice(sorted(self.model.rows, key=str))
         for entry in live(table)[FileContent.DATA]:
             path = entry.data_file.file_path
             values = pq.read_table(path, columns=["v"]).column("v").to_pylist()
@@ -121,13 +121,13 @@ class Model:
         )
         delta = table.new_row_delta().add_deletes(deletes)
         delta.commit()
-        self.rows.remove(victim)
+        self.model.rows.remove(victim)
         self.at[delta.snapshot_id] = self.expected
         return delta.snapshot_id
 
     @property
     def expected(self) -> Counter[tuple[Any, ...]]:
-        return Counter(self.rows)
+        return self.model.counter()
 
 
 @pytest.fixture
@@ -185,7 +185,7 @@ def race(
     return outcome[0], where
 
 
-def check(table: Table, model: Model, duck: duckdb.DuckDBPyConnection) -> None:
+def check(table: Table, model: RacedTable, duck: duckdb.DuckDBPyConnection) -> None:
     """No row lost, none back, for every reader."""
     assert rows(table, duck) == model.expected
 
@@ -217,7 +217,7 @@ def test_rewrite_position_deletes_races_cdc(
     other: SqlCatalog,
     duck: duckdb.DuckDBPyConnection,
 ) -> None:
-    model = Model(catalog, "bucket(2, id)", seed=1)
+    model = RacedTable(catalog, "bucket(2, id)", seed=1)
     for _ in range(3):
         model.commit()
     places = Counter[str]()
@@ -249,7 +249,7 @@ def test_convert_equality_deletes_races_cdc(
     other: SqlCatalog,
     duck: duckdb.DuckDBPyConnection,
 ) -> None:
-    model = Model(catalog, None, seed=2)
+    model = RacedTable(catalog, None, seed=2)
     for _ in range(3):
         model.commit()
     places = Counter[str]()
@@ -296,7 +296,7 @@ def test_rewrite_data_files_races_cdc_and_yields_to_position_deletes(
     """CDC batches (equality deletes, new data) do not conflict: the new files keep the
     starting sequence number, so the racing equality deletes still apply to them. A
     position delete on a replaced file does: the job re-plans, or fails naming it."""
-    model = Model(catalog, "bucket(2, id)", seed=3)
+    model = RacedTable(catalog, "bucket(2, id)", seed=3)
     for _ in range(3):
         model.commit()
     places = Counter[str]()
@@ -346,7 +346,7 @@ def test_expire_snapshots_races_cdc(
 ) -> None:
     """The expiry commits on top of the racing batch: it removes only what it planned, the
     batch's files all stay, and every retained snapshot reads as it did."""
-    model = Model(catalog, None, seed=4)
+    model = RacedTable(catalog, None, seed=4)
     for _ in range(3):
         model.commit()
     for _ in range(2 * ROUNDS):
@@ -387,7 +387,7 @@ def test_remove_orphan_files_spares_a_commit_in_flight(
     """Orphan removal runs while a batch has written every file (data, deletes, manifests,
     manifest list, metadata JSON) but not yet swapped the table pointer: those files are
     unreferenced then, and only --older-than protects them. A real old orphan goes."""
-    model = Model(catalog, "bucket(2, id)", seed=5)
+    model = RacedTable(catalog, "bucket(2, id)", seed=5)
     model.commit()
     for n in range(2 * ROUNDS):
         planted = Path(catalog.load_table(TABLE).metadata.location, "data", f"stale-{n}.parquet")

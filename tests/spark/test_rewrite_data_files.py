@@ -36,7 +36,8 @@ from spark_jobs.schema import conform
 from spark_jobs.specs.argv import parse_job_args
 from spark_jobs.specs.jobs import JOBS, RewriteDataFilesOptions
 from spark_jobs.writing.files import FileSet, RunFiles
-from tests.spark.delete_tables import TABLE, batch, cdc, create, live, model_apply, rows
+from tests.spark.delete_tables import TABLE, batch, cdc, create, live, rows
+from tests.support.batches import Model
 from tests.support.duckdb import duck_connection  # noqa: F401 - provides the `duck` fixture
 from tests.support.reader import scan_rows
 from tests.support.spark_connect import JobRun, SparkConnectServer
@@ -54,12 +55,12 @@ def _build(
 ) -> tuple[random.Random, Counter[tuple[Any, ...]]]:
     """CDC batches through the ingestion job; the rows they leave by the CDC model."""
     rnd = random.Random(seed)
-    model: list[tuple[Any, ...]] = []
+    model = Model()
     for b in range(batches):
         changes = batch(rnd, b, 40, null_keys)
         cdc(spark, catalog, changes, partition_by=partition_by)
-        model_apply(model, changes)
-    return rnd, Counter(model)
+        model.apply("cdc", changes)
+    return rnd, model.counter()
 
 
 def test_unpartitioned_compaction_applies_every_delete(

@@ -23,7 +23,7 @@ from icecore.actions.manifest_ranges import manifest_ranges, overlapping
 from icecore.catalog import SqlCatalog
 from icecore.spec.manifest_list import ManifestContent
 from spark_jobs.specs.jobs import RewriteManifestsOptions
-from tests.spark.delete_tables import TABLE, batch, cdc, commit_cdc, model_apply, rows
+from tests.spark.delete_tables import TABLE, batch, cdc, commit_cdc, rows
 from tests.spark.manifest_tables import (
     MERGE_OFF,
     TARGET,
@@ -35,6 +35,7 @@ from tests.spark.manifest_tables import (
     planned,
     rewrite,
 )
+from tests.support.batches import Model
 from tests.support.duckdb import duck_connection  # noqa: F401 - provides the `duck` fixture
 from tests.support.iceberg_java import java_read
 from tests.support.pyiceberg_appends import pyiceberg_appends
@@ -93,22 +94,22 @@ def test_a_cdc_table_reads_the_model_in_iceberg_java_and_duckdb(
 ) -> None:
     """Two batches through the ingestion job, sixty more laid out as it lays them out
     (`commit_cdc`): equality deletes per bucket, position deletes of rows a batch replaced."""
-    rnd, model = random.Random(11), []
+    rnd, model = random.Random(11), Model()
     for b in range(2):
         rows_of_batch = batch(rnd, b, 30, null_keys=False)
         cdc(spark, catalog, rows_of_batch, partition_by="bucket(4, id)", properties=MERGE_OFF)
-        model_apply(model, rows_of_batch)
+        model.apply("cdc", rows_of_batch)
     for b in range(2, 62):
         rows_of_batch = batch(rnd, b, 8, null_keys=False)
         commit_cdc(catalog.load_table(TABLE), rows_of_batch)
-        model_apply(model, rows_of_batch)
+        model.apply("cdc", rows_of_batch)
     before = catalog.load_table(TABLE)
     assert len(listed(before)) > 120
     assert {m.content for m in listed(before)} == {ManifestContent.DATA, ManifestContent.DELETES}
-    assert rows(before, duck) == Counter(model)
+    assert rows(before, duck) == model.counter()
     assert before.metadata_location is not None
     java_before = java_read(before.metadata_location, ["id", "v", "ts"])
-    assert java_before.rows == Counter(model)
+    assert java_before.rows == model.counter()
 
     result = rewrite(spark, catalog, TABLE)
 
@@ -116,9 +117,9 @@ def test_a_cdc_table_reads_the_model_in_iceberg_java_and_duckdb(
     assert result["data_manifests_after"] == 1 and result["delete_manifests_after"] == 1
     after = catalog.load_table(TABLE)
     assert after.metadata_location is not None
-    assert rows(after, duck) == Counter(model)  # icecore and DuckDB
+    assert rows(after, duck) == model.counter()  # icecore and DuckDB
     java_after = java_read(after.metadata_location, ["id", "v", "ts"])
-    assert java_after.rows == Counter(model)
+    assert java_after.rows == model.counter()
     assert java_after.files == java_before.files  # each data file with the same deletes
     assert planned(after) == planned(before)
     assert numbers(after) == numbers(before)
@@ -184,7 +185,7 @@ def test_v3_rows_keep_their_ids(
     spark: SparkSession, catalog: SqlCatalog, duck: duckdb.DuckDBPyConnection
 ) -> None:
     """Deletion vectors from the ingestion job, and sixty small appends."""
-    rnd, model = random.Random(3), []
+    rnd, model = random.Random(3), Model()
     for b in range(3):
         rows_of_batch = batch(rnd, b, 30, null_keys=False)
         cdc(
@@ -195,13 +196,13 @@ def test_v3_rows_keep_their_ids(
             properties=MERGE_OFF,
             format_version=3,
         )
-        model_apply(model, rows_of_batch)
+        model.apply("cdc", rows_of_batch)
     for n in range(60):
         table = catalog.load_table(TABLE)
         row = {"id": 1000 + n, "v": f"a{n}", "ts": 1_700_000_000_000_000 + n}
         data = LocalTable(table.io, table.metadata).write_data([row])
         table.new_fast_append().append_file(data).commit()
-        model.append((row["id"], row["v"], row["ts"]))
+        model.rows.append((row["id"], row["v"], row["ts"]))
     before = catalog.load_table(TABLE)
     assert before.metadata.format_version == 3 and len(listed(before)) > 60
     assert any("#" in key for key in numbers(before))  # deletion vectors (Puffin offsets)
@@ -222,5 +223,5 @@ def test_v3_rows_keep_their_ids(
     assert after.metadata_location is not None
     java_after = java_read(after.metadata_location, ["id", "v", "ts"])
     assert java_after.first_row_ids == java_before.first_row_ids
-    assert java_after.rows == java_before.rows == Counter(model)
-    assert rows(after, duck) == Counter(model)
+    assert java_after.rows == java_before.rows == model.counter()
+    assert rows(after, duck) == model.counter()

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +35,8 @@ from spark_jobs.specs.jobs import (
     IngestOptions,
     RewritePositionDeletesOptions,
 )
-from tests.spark.delete_tables import TABLE, cdc, live, model_apply, rows
+from tests.spark.delete_tables import TABLE, cdc, live, rows
+from tests.support.batches import Model
 from tests.support.duckdb import duck_connection  # noqa: F401 - provides the `duck` fixture
 
 V3 = {"format-version": "3"}
@@ -65,9 +65,9 @@ def positions(table: Table, dv: DataFile) -> set[int]:
     return set(vector.to_numpy().tolist())
 
 
-def expect(table: Table, duck: duckdb.DuckDBPyConnection, model: list[tuple[Any, ...]]) -> None:
+def expect(table: Table, duck: duckdb.DuckDBPyConnection, model: Model) -> None:
     table.refresh()
-    assert rows(table, duck) == Counter(model)
+    assert rows(table, duck) == model.counter()
 
 
 # Where the conversion matches (see test_convert_equality_deletes.ROUTES).
@@ -89,13 +89,13 @@ def convert(spark: SparkSession, catalog: SqlCatalog, route: str = "driver") -> 
 def test_ingest_and_conversion_write_one_merged_dv_per_data_file(
     spark: SparkSession, catalog: SqlCatalog, duck: duckdb.DuckDBPyConnection, route: str
 ) -> None:
-    model: list[tuple[Any, ...]] = []
+    model = Model()
     # Keys 4 and 5 (one per bucket) are superseded within the batch: DVs on the batch's
     # own data files.
     first = [change(k, f"a{k}", "I") for k in range(30)]
     first += [change(5, "a5'", "U"), change(4, "", "D")]
     result = cdc(spark, catalog, first, partition_by=PARTITION_BY, properties=V3)
-    model_apply(model, first)
+    model.apply("cdc", first)
     table = catalog.load_table(TABLE)
     assert table.metadata.format_version == 3
     assert (result["position_delete_files"], result["deletion_vectors"]) == (0, 2)
@@ -108,7 +108,7 @@ def test_ingest_and_conversion_write_one_merged_dv_per_data_file(
     second = [change(k, f"b{k}", "U") for k in range(1, 7)]
     second += [change(100, "b100", "I"), change(100, "b100'", "U")]
     cdc(spark, catalog, second, partition_by=PARTITION_BY)
-    model_apply(model, second)
+    model.apply("cdc", second)
     expect(table, duck, model)
 
     done = convert(spark, catalog, route)
@@ -136,12 +136,12 @@ def test_ingest_and_conversion_write_one_merged_dv_per_data_file(
 def test_upgraded_table_gets_dvs_for_legacy_position_deletes_and_loses_dangling_dvs(
     spark: SparkSession, catalog: SqlCatalog, duck: duckdb.DuckDBPyConnection
 ) -> None:
-    model: list[tuple[Any, ...]] = []
+    model = Model()
     # Format v2: a position delete file per bucket for keys 3 and 4 (superseded).
     first = [change(k, f"a{k}", "I") for k in range(20)]
     first += [change(3, "a3'", "U"), change(4, "a4'", "U")]
     cdc(spark, catalog, first, partition_by=PARTITION_BY)
-    model_apply(model, first)
+    model.apply("cdc", first)
     table = catalog.load_table(TABLE)
     legacy = {e.data_file.file_path for e in live(table)[FileContent.POSITION_DELETES]}
     assert len(legacy) == 2
@@ -151,7 +151,7 @@ def test_upgraded_table_gets_dvs_for_legacy_position_deletes_and_loses_dangling_
     second = [change(k, f"b{k}", "U") for k in (0, 1, 2)]
     second += [change(21, "b21", "I"), change(21, "b21'", "U")]
     cdc(spark, catalog, second, partition_by=PARTITION_BY)
-    model_apply(model, second)
+    model.apply("cdc", second)
     # The bucket-0 file's DV takes its legacy file's position (key 4's first row), which it
     # replaces; the bucket-1 file keeps its legacy file.
     done = convert(spark, catalog, "spark-tasks")
@@ -167,7 +167,7 @@ def test_upgraded_table_gets_dvs_for_legacy_position_deletes_and_loses_dangling_
     gone = new_dv.referenced_data_file
     assert gone is not None
     table.new_delete().delete_file(gone).commit()
-    model_apply(model, [change(21, "", "D")])
+    model.apply("cdc", [change(21, "", "D")])
     table.refresh()
     assert gone not in {e.data_file.referenced_data_file for e in live(table)[POSITIONS]}
     (written,) = write_dvs(table.io, f"{table.metadata.location}/data/left.puffin", {gone: [0]})
