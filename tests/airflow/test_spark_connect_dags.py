@@ -33,7 +33,7 @@ from icecore.spec.schema import Schema
 from icecore.spec.types import LongType, NestedField, StringType, TimestampType
 from spark_jobs.specs.argv import REMOTE_ENV
 from tests.airflow.conftest import state_store_uri
-from tests.airflow.tables import table_rows
+from tests.airflow.tables import load_dag, table_rows
 from tests.airflow.test_operators import xcom
 from tests.support.batches import pyiceberg_rows
 from tests.support.duckdb import connect as duckdb_connect
@@ -226,6 +226,29 @@ def test_a_wrong_connection_is_refused_before_anything_runs(
     assert refusal in capfd.readouterr().out
     assert processes.seen == {}  # no job started
     assert recorded("db.events") == ([], None)  # refused before it was recorded
+
+
+def test_tables_yaml_sends_a_tables_jobs_to_the_connect_server(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A table's `spark_connect_conn_id` in tables.yaml reaches every job of its
+    self-optimizing DAG; the other table's jobs keep spark-submit."""
+    from icefloe_airflow.policy import JOB_ORDER  # noqa: PLC0415
+    from icefloe_airflow.tables_config import TablesConfigError, parse_tables_config  # noqa: PLC0415
+
+    config = tmp_path / "tables.yaml"
+    config.write_text(
+        "tables:\n  - table: db.events\n    spark_connect_conn_id: spark_connect_default\n"
+        "  - table: db.users\n"
+    )
+    monkeypatch.setenv("ICEFLOE_TABLES_CONFIG", str(config))
+    dags = Path(__file__).resolve().parents[2] / "dags" / "icefloe_self_optimizing.py"
+    for table, expected in (("events", "spark_connect_default"), ("users", None)):
+        dag = load_dag(dags, f"icefloe_optimize__db__{table}")
+        jobs = [dag.get_task(f"self_optimizing.{job}") for job in JOB_ORDER]
+        assert {job.spark_connect_conn_id for job in jobs} == {expected}
+    with pytest.raises(TablesConfigError, match=r"tables\[0\].spark_connect_conn_id: expected"):
+        parse_tables_config({"tables": [{"table": "db.t", "spark_connect_conn_id": 7}]})
 
 
 @pytest.mark.usefixtures("connect_conn")
