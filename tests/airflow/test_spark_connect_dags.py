@@ -109,9 +109,23 @@ def recorded(table: str) -> tuple[list[MaintenanceRun], Any]:
         hook.close()
 
 
+def _descends_from(pid: int, ancestor: int) -> bool:
+    """Whether process `pid` is `ancestor`'s child, grandchild, ... (other test sessions on
+    the machine run jobs too)."""
+    while pid > 1:
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except OSError:
+            return False
+        pid = int(stat.rpartition(")")[2].split()[1])  # the field after the state: ppid
+        if pid == ancestor:
+            return True
+    return False
+
+
 class JobProcesses:
-    """Every `python -m spark_jobs` process seen while it runs: its command line and its
-    `SPARK_REMOTE` (read from /proc, as anyone on the machine could)."""
+    """Every `python -m spark_jobs` process this test starts, seen while it runs: its command
+    line and its `SPARK_REMOTE` (read from /proc, as anyone on the machine could)."""
 
     def __init__(self) -> None:
         self.seen: dict[int, tuple[list[str], str | None]] = {}
@@ -134,6 +148,8 @@ class JobProcesses:
                 try:
                     argv = (entry / "cmdline").read_bytes().split(b"\0")
                     if b"spark_jobs" not in argv or b"-m" not in argv:
+                        continue
+                    if not _descends_from(int(entry.name), os.getpid()):
                         continue
                     environ = (entry / "environ").read_bytes().split(b"\0")
                 except OSError:

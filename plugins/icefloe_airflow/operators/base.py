@@ -11,7 +11,9 @@ What it adds to SparkSubmitOperator:
   travel in the job's environment, never on a command line that logs and process listings
   show);
 - maintenance jobs hold the table's lock in icefloe's state store while they run (never two
-  maintenance jobs on one table; ingestion does not take it and keeps running);
+  maintenance jobs on one table; ingestion does not take it and keeps running); a deferrable
+  one waits for a leased table in the triggerer, not in its worker slot
+  (`icefloe_airflow.lease_wait`);
 - every run is recorded (running -> success/failed) for the policy and the UI, and after a
   success the table's health too (the page's charts);
 - the job's JSON result is logged in words and returned, so it lands in XCom; a failure
@@ -45,7 +47,7 @@ from pathlib import Path
 from typing import Any
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
-from airflow.sdk import Context
+from airflow.sdk import Context, conf
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 from icecore.errors import ValidationError
@@ -63,6 +65,7 @@ from icefloe_airflow.job_process import (
     stop_job,
     stream_lines,
 )
+from icefloe_airflow.lease_wait import LeaseFreeTrigger, now_ms
 from icefloe_airflow.links import IcebergTableLink
 from icefloe_airflow.results import describe
 from icefloe_airflow.state import MaintenanceStore, TableBusyError, run_owner
@@ -222,6 +225,8 @@ class IcefloeJobOperator(SparkSubmitOperator):
         spark-submit's settings are then unused).
     :param name: the Spark application name (default `icefloe-<job>`).
     :param lock_wait: seconds to wait for another maintenance job on the table to finish.
+    :param deferrable: wait for that job in the triggerer (`LeaseFreeTrigger`), not in this
+        task's worker slot (default: Airflow's `[operators] default_deferrable`).
     :param lock_ttl: seconds a lock outlives a worker that died without releasing it.
     """
 
@@ -249,6 +254,7 @@ class IcefloeJobOperator(SparkSubmitOperator):
         name: str | None = None,
         lock_wait: float = 3600.0,
         lock_ttl: float = 600.0,
+        deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
         **kwargs: Any,
     ) -> None:
         for managed in ("application", "application_args"):
@@ -268,6 +274,8 @@ class IcefloeJobOperator(SparkSubmitOperator):
         self.spark_connect_conn_id = spark_connect_conn_id
         self.lock_wait = lock_wait
         self.lock_ttl = lock_ttl
+        self.deferrable = deferrable
+        self._lease_deadline_ms: int | None = None  # a deferred lease wait's end, once begun
         self.catalog_name = "default"  # the connection's, once execute has read it
         self._remote: str | None = None  # the Connect server's URL, once execute has read it
         self._process: subprocess.Popen[str] | None = None  # the Connect client, while it runs
@@ -430,11 +438,13 @@ class IcefloeJobOperator(SparkSubmitOperator):
                             self.table,
                             owner,
                             ttl=timedelta(seconds=self.lock_ttl),
-                            wait=timedelta(seconds=self.lock_wait),
-                            poll=min(5.0, max(0.1, self.lock_wait / 10)),
+                            wait=timedelta(seconds=0 if self.deferrable else self.lock_wait),
+                            poll=self._lock_poll,
                         )
                     )
                 except TableBusyError as exc:
+                    if self.deferrable:
+                        self._defer_for_lease(exc)  # returns once the wait is over
                     run_pk = store.start_run(self.table, self.job, **identity)
                     store.finish_run(run_pk, state="failed", error=str(exc))
                     raise AirflowException(str(exc)) from exc
@@ -446,6 +456,40 @@ class IcefloeJobOperator(SparkSubmitOperator):
                 raise
             store.finish_run(run_pk, state="success", result=result)
         return result
+
+    @property
+    def _lock_poll(self) -> float:
+        return min(5.0, max(0.1, self.lock_wait / 10))
+
+    def _defer_for_lease(self, busy: TableBusyError) -> None:
+        """Defer to `LeaseFreeTrigger` while the table is leased, unless the wait (`lock_wait`
+        from the first try at the lease) is over: then return, and the caller records and
+        raises `busy` as a blocking wait would."""
+        deadline = self._lease_deadline_ms or now_ms() + int(self.lock_wait * 1000)
+        if now_ms() >= deadline:
+            return
+        self.log.info(
+            "%s; waiting for it in the triggerer, this worker slot freed, for up to %.0f s",
+            busy,
+            (deadline - now_ms()) / 1000,
+        )
+        self.defer(
+            trigger=LeaseFreeTrigger(
+                self.iceberg_conn_id, str(self.table), deadline, poll_seconds=self._lock_poll
+            ),
+            method_name="execute_after_lease_wait",
+        )
+
+    def execute_after_lease_wait(
+        self, context: Context, event: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
+        """Back from `LeaseFreeTrigger`: run as `execute` does (the checks again, then the
+        lease), within the wait that the first try began."""
+        event = event or {}
+        self._lease_deadline_ms = int(event.get("deadline_ms") or now_ms())
+        if event.get("free"):
+            self.log.info("the lease on %s is free: taking it", self.table)
+        return self.execute(context)
 
     def _submit(self, context: Context) -> dict[str, Any]:
         """spark-submit; the job's result, or its one-line cause on failure, from the result
