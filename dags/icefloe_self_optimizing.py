@@ -35,5 +35,6 @@ for config in load_tables_config():
             config.table,
             options=config.options,
             iceberg_conn_id=config.iceberg_conn_id,
+            spark_connect_conn_id=config.spark_connect_conn_id,
         )
     globals()[dag.dag_id] = dag

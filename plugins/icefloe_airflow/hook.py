@@ -369,3 +369,26 @@ def _text(value: Any) -> str | None:
 def _property(value: Any) -> str:
     """A catalog property as Iceberg writes it (`true`, not Python's `True`)."""
     return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+SPARK_CONNECT_CONN_TYPE = "spark_connect"  # the Spark provider's (its SparkConnectHook)
+
+
+def spark_connect_url(conn_id: str) -> str:
+    """The `sc://host:port/;...` URL of a Spark Connect connection, as the Spark provider's
+    SparkConnectHook builds it (login: `user_id`, password: `token`, extra `use_ssl`); a
+    connection of another type is refused, naming it. The URL may hold a token: it goes to a
+    job in `SPARK_REMOTE`, and into logs only as `job_process.shown_remote` shows it."""
+    from airflow.providers.apache.spark.hooks.spark_connect import (  # noqa: PLC0415
+        SparkConnectHook,
+    )
+
+    conn = BaseHook.get_connection(conn_id)
+    if conn.conn_type != SPARK_CONNECT_CONN_TYPE:
+        raise ValueError(
+            f"connection {conn_id!r} is of type {conn.conn_type!r}, not a Spark Connect "
+            f"connection (type {SPARK_CONNECT_CONN_TYPE!r}, host and port of the server)"
+        )
+    if not conn.host:
+        raise ValueError(f"Spark Connect connection {conn_id!r} has no host")
+    return SparkConnectHook(conn_id).get_connection_url()

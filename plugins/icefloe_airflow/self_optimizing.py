@@ -172,6 +172,7 @@ def self_optimizing_group(
     options: Mapping[str, Mapping[str, Any]] | None = None,
     iceberg_conn_id: str = "iceberg_default",
     conn_id: str = "spark_default",
+    spark_connect_conn_id: str | None = None,
     group_id: str = "self_optimizing",
     operator_kwargs: Mapping[str, Any] | None = None,
 ) -> TaskGroup:
@@ -181,7 +182,9 @@ def self_optimizing_group(
     overrides the tables config's policy for the table (see the module docstring); its
     retention and file size settings become the jobs' options. `options` maps a job name to
     extra operator options that win over the policy's (for example `{"rewrite_data_files":
-    {"strategy": "sort"}}`). `operator_kwargs` go to every job operator (`lock_wait`,
+    {"strategy": "sort"}}`). With `spark_connect_conn_id` (a Spark Connect connection) every
+    job runs as a client of that server instead of being spark-submitted to `conn_id`.
+    `operator_kwargs` go to every job operator (`lock_wait`,
     `executor_memory`, `pool`, ...). Returns the group, for dependencies.
     """
     if isinstance(policy, MaintenancePolicy):
@@ -211,6 +214,7 @@ def self_optimizing_group(
                 options=dict(options.get(job) or {}),
                 iceberg_conn_id=iceberg_conn_id,
                 conn_id=conn_id,
+                spark_connect_conn_id=spark_connect_conn_id,
                 **dict(operator_kwargs or {}),
             )
             previous >> gate >> operator

@@ -15,6 +15,7 @@
         schedule: "0 3 * * *"
       - table: db.orders           # both: after each ingest, and daily whatever happens
         schedule: [asset, "@daily"]
+        spark_connect_conn_id: spark_connect_default  # its jobs on a Spark Connect server
 
 `thresholds`, `retention` and `policy` are all `MaintenancePolicy` keys (split for
 readability; a key may appear in only one of them); a table's keys and per-job options
@@ -42,7 +43,15 @@ PRESETS = frozenset({"@once", "@continuous", "@hourly", "@daily", "@weekly", "@m
 JOBS = (*JOB_ORDER, "ingest")
 _POLICY_SECTIONS = ("policy", "thresholds", "retention")
 _TABLE_KEYS = frozenset(
-    {"table", "schedule", "options", "iceberg_conn_id", "catalog_name", *_POLICY_SECTIONS}
+    {
+        "table",
+        "schedule",
+        "options",
+        "iceberg_conn_id",
+        "catalog_name",
+        "spark_connect_conn_id",
+        *_POLICY_SECTIONS,
+    }
 )
 _DEFAULT_KEYS = _TABLE_KEYS - {"table"}
 
@@ -63,6 +72,8 @@ class TableConfig:
     # The catalog's name in that connection: it names the table's ingest Asset, which the
     # ingest operator publishes under the connection's `catalog_name` extra.
     catalog_name: str = "default"
+    # A Spark Connect connection: the table's jobs run as that server's clients.
+    spark_connect_conn_id: str | None = None
 
     @property
     def on_assets(self) -> bool:
@@ -177,7 +188,14 @@ def _table_config(
     catalog_name = merged.get("catalog_name", "default")
     if not isinstance(catalog_name, str) or not catalog_name:
         raise TablesConfigError(f"{source}: {where}.catalog_name: expected a catalog name")
-    return TableConfig(table, schedule, policy, job_options, conn_id, catalog_name)
+    connect = merged.get("spark_connect_conn_id")
+    if connect is not None and (not isinstance(connect, str) or not connect):
+        raise TablesConfigError(
+            f"{source}: {where}.spark_connect_conn_id: expected a connection id"
+        )
+    return TableConfig(
+        table, schedule, policy, job_options, conn_id, catalog_name, spark_connect_conn_id=connect
+    )
 
 
 def policy_sections(origin: Mapping[str, Any], source: str, label: str) -> dict[str, Any]:

@@ -64,10 +64,10 @@ from icecore.catalog import Catalog, catalog_from_settings
 from icecore.errors import IcecoreError
 from spark_jobs.common.errors import JobError
 from spark_jobs.specs.argv import (
-    REMOTE_ENV,
     RESULT_FILE_ENV,
     CatalogArgs,
     catalog_settings,
+    checked_remote,
     parse_job_args,
 )
 from spark_jobs.specs.jobs import JOBS
@@ -124,14 +124,10 @@ def split_remote(argv: Sequence[str]) -> tuple[str | None, list[str]]:
             rest.append(arg)
     if remote is None:
         return None, rest
-    if not remote.startswith("sc://") or len(remote) <= len("sc://"):
-        raise SystemExit(f"--remote: {remote!r} is not a Spark Connect URL (sc://host:port)")
-    if "token=" in remote:
-        raise SystemExit(
-            f"--remote with a token would show a secret in process listings and logs; set "
-            f"${REMOTE_ENV} instead"
-        )
-    return remote, rest
+    try:
+        return checked_remote(remote), rest
+    except ValueError as exc:
+        raise SystemExit(str(exc)) from None
 
 
 def run_job(job: str, argv: Sequence[str]) -> Mapping[str, Any]:

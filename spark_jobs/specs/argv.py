@@ -39,6 +39,20 @@ RESULT_FILE_ENV = "ICEFLOE_RESULT_FILE"
 REMOTE_ENV = "SPARK_REMOTE"
 
 
+def checked_remote(url: str) -> str:
+    """A `--remote` flag's Spark Connect URL, checked for its form (sc://host[:port][/;param=
+    value...]) before anything runs; ValueError in one line otherwise, and for a URL carrying
+    a token, which belongs in `SPARK_REMOTE` (a command line shows in process listings)."""
+    if not url.startswith("sc://") or len(url) <= len("sc://"):
+        raise ValueError(f"--remote: {url!r} is not a Spark Connect URL (sc://host:port)")
+    if "token=" in url:
+        raise ValueError(
+            f"--remote with a token would show a secret in process listings and logs; set "
+            f"${REMOTE_ENV} instead"
+        )
+    return url
+
+
 @dataclass(frozen=True)
 class CatalogArgs:
     """Where the table is: the catalog options every job shares."""

@@ -3,13 +3,15 @@
     icefloe tables  --warehouse /data/wh [--namespace GLOB] [--json]
     icefloe health  --warehouse /data/wh (TABLE ... | --all) [--namespace GLOB] [--json]
     icefloe due     --warehouse /data/wh [--json] [--all]
-    icefloe run JOB TABLE --warehouse /data/wh [job flags]
+    icefloe run JOB TABLE --warehouse /data/wh [--master URL | --remote sc://...] [job flags]
 
 `due` prints what the fleet DAG would run, in its order and why, within the budget (the
 config's fleet, or `--max-tables` / `--max-bytes`), or `nothing is due (N tables checked)`;
 `--all` also prints the due tables left for a later run and why. `health` prints each table's
 score with every point it lost. Text has a header and units (colour on a terminal only); with
-`--json` every line is one JSON object (`{"table": ...}`).
+`--json` every line is one JSON object (`{"table": ...}`). `run` spark-submits the job
+(`--master`, default local[*]), or runs it as a client of the Spark Connect server that
+`--remote` (else `$SPARK_REMOTE`) names.
 
 Policy comes from the tables config (`--config`, else the Airflow deployment's: see
 `icefloe_airflow.airflow_settings`; none: the defaults) and the tables' properties; run history
@@ -35,9 +37,11 @@ from icefloe_airflow import airflow_settings
 from icefloe_airflow.fleet.config import Budget, FleetConfig, FleetSettings, load_fleet_settings
 from icefloe_airflow.tables_config import CONFIG_ENV, TablesConfigError
 from spark_jobs.specs.argv import (
+    REMOTE_ENV,
     OneLineParser,
     add_catalog_options,
     catalog_settings,
+    checked_remote,
     pop_catalog_args,
     unknown_flag,
 )
@@ -74,11 +78,20 @@ def _parser() -> tuple[OneLineParser, dict[str, OneLineParser]]:
     due.add_argument("--max-tables", type=int, help="tables per run")
     due.add_argument("--max-bytes", help="bytes rewritten per run, e.g. 2TB")
     run = commands.add_parser(
-        "run", parents=[common], help="run a job on a table (spark-submit, under its lease)"
+        "run",
+        parents=[common],
+        help="run a job on a table (spark-submit or Spark Connect, under its lease)",
     )
     run.add_argument("job")
     run.add_argument("table")
-    run.add_argument("--master", default="local[*]", help="Spark master (default local[*])")
+    where = run.add_mutually_exclusive_group()
+    where.add_argument("--master", help="spark-submit to this Spark master (default local[*])")
+    where.add_argument(
+        "--remote",
+        metavar="sc://HOST:PORT",
+        help=f"run as a client of this Spark Connect server (default: ${REMOTE_ENV}); a URL "
+        f"with a token belongs in ${REMOTE_ENV}",
+    )
     return parser, {"tables": tables, "health": health, "due": due, "run": run}
 
 
@@ -115,9 +128,16 @@ def _main(argv: Sequence[str] | None) -> int:
     if args.command == "run":
         from icefloe_airflow.fleet.run_job import run_job  # noqa: PLC0415
 
+        master, remote = _where(args.master, args.remote)
         with _store(state, catalog_args.name) as store:
             return run_job(
-                args.job, args.table, catalog_args, extra, master=args.master, store=store
+                args.job,
+                args.table,
+                catalog_args,
+                extra,
+                master=master,
+                remote=remote,
+                store=store,
             )
     include = tuple(args.namespace or fleet.include)
     exclude = tuple(args.exclude or fleet.exclude)
@@ -152,6 +172,19 @@ def _main(argv: Sequence[str] | None) -> int:
             )
     finally:
         catalog.close()
+
+
+def _where(master: str | None, remote: str | None) -> tuple[str, str | None]:
+    """`icefloe run`'s Spark: the `--master` to spark-submit to, or the Spark Connect server
+    (`--remote`, else `$SPARK_REMOTE` when no `--master` is given) to run the job against."""
+    if remote is not None:
+        try:
+            return "", checked_remote(remote)
+        except ValueError as exc:
+            raise SystemExit(f"icefloe run: {exc}") from None
+    if master is None and os.environ.get(REMOTE_ENV):
+        return "", os.environ[REMOTE_ENV]
+    return master or "local[*]", None
 
 
 def _found(value: str | None, flag: str) -> airflow_settings.Found | None:

@@ -17,6 +17,8 @@ and the per-namespace policy overrides.
         max_bytes: 2TB              # bytes rewritten per run (estimated from metadata)
         spark_apps: 4               # Spark applications at once (the pool's slots)
         pool: icefloe_spark         # the Airflow pool the jobs run in
+        spark_connect_conn_id: spark_connect_default  # optional: the jobs as clients of
+                                    # this Spark Connect server, at most spark_apps at once
 
 Policy layers, each overriding the one before: the `MaintenancePolicy` defaults, `defaults`,
 every matching `namespaces` entry in file order, the table's `tables` entry, and finally the
@@ -53,6 +55,7 @@ _FLEET_KEYS = frozenset(
         "spark_apps",
         "pool",
         "conn_id",
+        "spark_connect_conn_id",
     }
 )
 
@@ -90,6 +93,8 @@ class FleetConfig:
     budget: Budget = field(default_factory=Budget)
     pool: str = "icefloe_spark"
     conn_id: str = "spark_default"
+    # A Spark Connect connection: every job of the fleet runs as that server's client.
+    spark_connect_conn_id: str | None = None
 
     @property
     def dag_id(self) -> str:
@@ -197,9 +202,18 @@ def _fleet(entry: Any, source: str, where: str) -> FleetConfig:
             budget=budget,
             pool=str(entry.get("pool", "icefloe_spark")),
             conn_id=str(entry.get("conn_id", "spark_default")),
+            spark_connect_conn_id=_optional_text(entry.get("spark_connect_conn_id")),
         )
     except (TypeError, ValueError) as exc:
         raise TablesConfigError(f"{source}: {where}: {exc}") from None
+
+
+def _optional_text(value: Any) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError(f"spark_connect_conn_id: expected a connection id, got {value!r}")
+    return value.strip()
 
 
 def _globs(value: Any) -> tuple[str, ...]:

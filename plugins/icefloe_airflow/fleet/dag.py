@@ -10,7 +10,10 @@ group is mapped over them (dynamic task mapping), each running its due jobs in `
 (a job not due skips itself, with the reason), with the per-table DAGs' operators, so each
 job holds the table's maintenance lease and is recorded in the run history. The jobs run in
 the fleet's Airflow pool (its slots: the Spark applications running at once, across every
-DAG using it), and at most `spark_apps` at once per run.
+DAG using it), and at most `spark_apps` at once per run. With the fleet's
+`spark_connect_conn_id` every job is a client of that one warm Spark Connect server (no
+spark-submit), still at most `spark_apps` at once. A job whose table another job holds waits
+for the lease in the triggerer (deferred), not in its slot (`icefloe_airflow.lease_wait`).
 
 Hand triggers take a form: a namespace filter, a dry run (the chosen tables are mapped and
 every gate says no, with what it would have run), and the budget.
@@ -96,6 +99,9 @@ def fleet_dag(fleet: FleetConfig) -> DAG:
                     options=options[job],
                     iceberg_conn_id=fleet.iceberg_conn_id,
                     conn_id=fleet.conn_id,
+                    spark_connect_conn_id=fleet.spark_connect_conn_id,
+                    # A leased table waits in the triggerer, its slot running other tables.
+                    deferrable=True,
                     pool=fleet.pool,
                     max_active_tis_per_dagrun=budget.spark_apps,
                     # A job that is not due skips itself; the next still runs, a failure

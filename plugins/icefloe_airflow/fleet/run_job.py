@@ -1,18 +1,18 @@
 """`icefloe run JOB TABLE [job flags]`: one job on one table, as the fleet would run it.
 
 The job is spark-submitted (`spark_jobs/main.py <job>`), like the Airflow operator does, and
-not run inside the `icefloe` process: the same launcher, the same checks and result contract,
-a JVM that goes away with the job, and `--master` to send it to a cluster. Like the operator,
-it holds the table's maintenance lock in the state store (when there is one) and records the
-run there, so a hand-run job and the fleet DAG never work on one table at once and the policy
-sees the run. The catalog URI and secrets travel in the environment, never on spark-submit's
-command line.
+not run inside the `icefloe` process: the same launcher, the same checks and result contract
+(`icefloe_airflow.job_process`), a JVM that goes away with the job, and `--master` to send it
+to a cluster. With `--remote sc://...` (or `SPARK_REMOTE` set, and no `--master`) it runs as a
+client of that Spark Connect server instead, `python -m spark_jobs <job>`, the URL in its
+environment, as the operator does with a Spark Connect connection. Like the operator, it holds
+the table's maintenance lock in the state store (when there is one) and records the run there,
+so a hand-run job and the fleet DAG never work on one table at once and the policy sees the
+run. The catalog URI and secrets travel in the environment, never on a command line.
 """
 
 from __future__ import annotations
 
-import importlib.util
-import json
 import os
 import shutil
 import subprocess
@@ -23,8 +23,14 @@ from contextlib import ExitStack
 from datetime import timedelta
 from pathlib import Path
 
+from icefloe_airflow.job_process import (
+    connect_command,
+    connect_environment,
+    launcher,
+    read_outcome,
+)
 from icefloe_airflow.state import MaintenanceStore
-from spark_jobs.specs.argv import CATALOG_URI_ENV, RESULT_FILE_ENV, CatalogArgs
+from spark_jobs.specs.argv import CATALOG_URI_ENV, REMOTE_ENV, RESULT_FILE_ENV, CatalogArgs
 from spark_jobs.specs.jobs import JOBS
 
 LOCK_TTL = timedelta(minutes=10)
@@ -39,24 +45,9 @@ def spark_submit() -> str:
     return found
 
 
-def submit_command(
-    job: str,
-    table: str,
-    catalog: CatalogArgs,
-    job_argv: Sequence[str],
-    *,
-    master: str,
-    py_files: str,
-) -> list[str]:
-    """spark-submit's command line: no catalog URI on it (see `job_environment`)."""
-    found = importlib.util.find_spec("spark_jobs")  # its path only: nothing of it is run here
-    if found is None or not found.submodule_search_locations:
-        raise SystemExit("the spark_jobs package is not installed (pip install icefloe)")
-    launcher = Path(next(iter(found.submodule_search_locations))) / "main.py"
-    command = [spark_submit(), "--master", master]
-    if py_files:
-        command += ["--py-files", py_files]
-    command += [str(launcher), job, "--table", table, "--catalog-name", catalog.name]
+def job_arguments(job: str, table: str, catalog: CatalogArgs, job_argv: Sequence[str]) -> list[str]:
+    """`<job> --table ... [catalog flags] [job flags]`: no catalog URI (see `run_job`)."""
+    command = [job, "--table", table, "--catalog-name", catalog.name]
     if catalog.type:
         command += ["--catalog-type", catalog.type]
     if catalog.warehouse:
@@ -66,6 +57,26 @@ def submit_command(
     return [*command, *job_argv]
 
 
+def submit_command(
+    job: str,
+    table: str,
+    catalog: CatalogArgs,
+    job_argv: Sequence[str],
+    *,
+    master: str,
+    py_files: str,
+) -> list[str]:
+    """spark-submit's command line."""
+    try:
+        application = str(launcher())
+    except RuntimeError as exc:
+        raise SystemExit(str(exc)) from None
+    command = [spark_submit(), "--master", master]
+    if py_files:
+        command += ["--py-files", py_files]
+    return [*command, application, *job_arguments(job, table, catalog, job_argv)]
+
+
 def run_job(
     job: str,
     table: str,
@@ -73,25 +84,34 @@ def run_job(
     job_argv: Sequence[str],
     *,
     master: str = "local[*]",
+    remote: str | None = None,
     store: MaintenanceStore | None = None,
     lock_wait: timedelta = timedelta(hours=1),
 ) -> int:
-    """Run the job; its exit status. Output goes straight to this terminal (the job's last
-    stdout line is its JSON result)."""
+    """Run the job (on the Spark Connect server `remote`, else spark-submitted to `master`);
+    its exit status. Output goes straight to this terminal (the job's last stdout line is its
+    JSON result)."""
     if job not in JOBS:
         raise SystemExit(f"unknown job {job!r}; the jobs are: {', '.join(JOBS)}")
-    env = {**os.environ, "PYSPARK_PYTHON": os.environ.get("PYSPARK_PYTHON", sys.executable)}
+    env = {k: v for k, v in os.environ.items() if k != REMOTE_ENV}
     if catalog.uri:
         env[CATALOG_URI_ENV] = catalog.uri
     with ExitStack() as stack:
         directory = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="icefloe-")))
         env[RESULT_FILE_ENV] = str(directory / "result.json")
-        py_files = ""
-        if not master.startswith("local"):  # executors elsewhere need icecore + spark_jobs
-            from spark_jobs.common.packaging import build_zip  # noqa: PLC0415
+        if remote is not None:
+            command = connect_command(job_arguments(job, table, catalog, job_argv))
+            env = connect_environment(remote, env)
+        else:
+            env.setdefault("PYSPARK_PYTHON", sys.executable)
+            py_files = ""
+            if not master.startswith("local"):  # executors elsewhere need icecore + spark_jobs
+                from spark_jobs.common.packaging import build_zip  # noqa: PLC0415
 
-            py_files = str(build_zip(directory / "icefloe.zip"))
-        command = submit_command(job, table, catalog, job_argv, master=master, py_files=py_files)
+                py_files = str(build_zip(directory / "icefloe.zip"))
+            command = submit_command(
+                job, table, catalog, job_argv, master=master, py_files=py_files
+            )
         if store is None or not JOBS[job].maintenance:
             return subprocess.run(command, env=env, check=False).returncode
         owner = f"icefloe-cli/{os.getpid()}@{os.uname().nodename}"
@@ -104,19 +124,10 @@ def run_job(
         except BaseException as exc:
             store.finish_run(run_pk, state="failed", error=f"{type(exc).__name__}: {exc}")
             raise
-        outcome = _outcome(directory / "result.json")
+        outcome = read_outcome(directory / "result.json")
         if code == 0 and isinstance(outcome.get("result"), dict):
             store.finish_run(run_pk, state="success", result=outcome["result"])
         else:
-            cause = outcome.get("cause") or f"spark-submit exited with {code}"
+            cause = outcome.get("cause") or f"the job exited with {code}"
             store.finish_run(run_pk, state="failed", error=str(cause))
         return code
-
-
-def _outcome(path: Path) -> dict[str, object]:
-    """The job's `{"result": ...}` or `{"cause": ...}` (`RESULT_FILE_ENV`); {} if none."""
-    try:
-        value = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return value if isinstance(value, dict) else {}

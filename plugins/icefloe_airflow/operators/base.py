@@ -1,5 +1,6 @@
 """The base of every job operator: `spark-submit spark_jobs/<job>.py` through the Spark
-provider's SparkSubmitOperator, with the catalog from the `iceberg_default` connection.
+provider's SparkSubmitOperator, or the job as a client of a Spark Connect server, with the
+catalog from the `iceberg_default` connection.
 
 What it adds to SparkSubmitOperator:
 - the application is the launcher of the installed `spark_jobs` package (`main.py <job>`),
@@ -10,7 +11,9 @@ What it adds to SparkSubmitOperator:
   travel in the job's environment, never on a command line that logs and process listings
   show);
 - maintenance jobs hold the table's lock in icefloe's state store while they run (never two
-  maintenance jobs on one table; ingestion does not take it and keeps running);
+  maintenance jobs on one table; ingestion does not take it and keeps running); a deferrable
+  one waits for a leased table in the triggerer, not in its worker slot
+  (`icefloe_airflow.lease_wait`);
 - every run is recorded (running -> success/failed) for the policy and the UI, and after a
   success the table's health too (the page's charts);
 - the job's JSON result is logged in words and returned, so it lands in XCom; a failure
@@ -19,15 +22,23 @@ What it adds to SparkSubmitOperator:
   (`spark_jobs.specs.argv.RESULT_FILE_ENV`), so nothing of the provider's hook is overridden
   and no output is parsed; the driver must run here (client deploy mode, the default and the
   only mode for Python applications on a standalone cluster).
+
+Given a Spark Connect connection (`spark_connect_conn_id`, the Spark provider's type), the task
+runs no spark-submit: the job is `python -m spark_jobs <job> ...` in a process of the worker,
+the server's client (it plans and commits here, the server runs its Spark work), with the
+server's URL in its environment (`SPARK_REMOTE`: the URL may carry a token). Everything else
+is as above: the same command line after the launcher, the same checks and refusals before it
+starts, the same lease, run record, result file and XCom, and its output lines in the task log
+(`icefloe_airflow.job_process`, shared with `icefloe run`).
 """
 
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import json
 import os
 import re
+import subprocess
 import tempfile
 from collections.abc import Callable, Mapping
 from contextlib import ExitStack
@@ -36,14 +47,25 @@ from pathlib import Path
 from typing import Any
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
-from airflow.sdk import Context
+from airflow.sdk import Context, conf
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 from icecore.errors import ValidationError
 from icecore.expressions.parser import parse_filter
 from icecore.spec.terms import parse_partition_terms, parse_sort_terms
 from icefloe_airflow.forms import job_options_from_params
-from icefloe_airflow.hook import IcebergHook
+from icefloe_airflow.hook import IcebergHook, spark_connect_url
+from icefloe_airflow.job_process import (
+    connect_command,
+    connect_environment,
+    launcher,
+    read_outcome,
+    shown_remote,
+    start_job,
+    stop_job,
+    stream_lines,
+)
+from icefloe_airflow.lease_wait import LeaseFreeTrigger, now_ms
 from icefloe_airflow.links import IcebergTableLink
 from icefloe_airflow.results import describe
 from icefloe_airflow.state import MaintenanceStore, TableBusyError, run_owner
@@ -156,18 +178,6 @@ _SYNTAX: dict[str, Callable[[str], object]] = {
 }
 
 
-def launcher() -> Path:
-    """`spark_jobs/main.py` of the installed spark_jobs package: every job's entry point
-    (`main.py <job> [options]`)."""
-    spec = importlib.util.find_spec("spark_jobs")
-    if spec is None or not spec.submodule_search_locations:
-        raise AirflowException("the spark_jobs package is not installed (pip install icefloe)")
-    path = Path(next(iter(spec.submodule_search_locations))) / "main.py"
-    if not path.is_file():
-        raise AirflowException(f"no job launcher {path}")
-    return path
-
-
 def package_zip(cache_dir: str | os.PathLike[str] | None = None) -> Path:
     """The `--py-files` zip of icecore + spark_jobs, rebuilt only when a source changes.
 
@@ -210,14 +220,24 @@ class IcefloeJobOperator(SparkSubmitOperator):
         job's trigger form, see `icefloe_airflow.forms`); `options` still apply beneath.
     :param iceberg_conn_id: the Iceberg connection (an `icefloe` or an `iceberg` one).
     :param conn_id: the Spark connection (master: local[*], spark://, yarn, k8s://).
+    :param spark_connect_conn_id: a Spark Connect connection (type `spark_connect`; templated):
+        run the job as that server's client instead of spark-submitting it (`conn_id` and
+        spark-submit's settings are then unused).
     :param name: the Spark application name (default `icefloe-<job>`).
     :param lock_wait: seconds to wait for another maintenance job on the table to finish.
+    :param deferrable: wait for that job in the triggerer (`LeaseFreeTrigger`), not in this
+        task's worker slot (default: Airflow's `[operators] default_deferrable`).
     :param lock_ttl: seconds a lock outlives a worker that died without releasing it.
     """
 
     job: str = ""  # the job's name in spark_jobs.specs.jobs.JOBS (subclasses set it)
 
-    template_fields = (*SparkSubmitOperator.template_fields, "table", "options")
+    template_fields = (
+        *SparkSubmitOperator.template_fields,
+        "table",
+        "options",
+        "spark_connect_conn_id",
+    )
     operator_extra_links = (IcebergTableLink(),)
     ui_color = "#d7ecf7"
 
@@ -230,9 +250,11 @@ class IcefloeJobOperator(SparkSubmitOperator):
         from_params: bool = False,
         iceberg_conn_id: str = IcebergHook.default_conn_name,
         conn_id: str = "spark_default",
+        spark_connect_conn_id: str | None = None,
         name: str | None = None,
         lock_wait: float = 3600.0,
         lock_ttl: float = 600.0,
+        deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
         **kwargs: Any,
     ) -> None:
         for managed in ("application", "application_args"):
@@ -249,9 +271,14 @@ class IcefloeJobOperator(SparkSubmitOperator):
         self.options = options
         self.from_params = from_params
         self.iceberg_conn_id = iceberg_conn_id
+        self.spark_connect_conn_id = spark_connect_conn_id
         self.lock_wait = lock_wait
         self.lock_ttl = lock_ttl
+        self.deferrable = deferrable
+        self._lease_deadline_ms: int | None = None  # a deferred lease wait's end, once begun
         self.catalog_name = "default"  # the connection's, once execute has read it
+        self._remote: str | None = None  # the Connect server's URL, once execute has read it
+        self._process: subprocess.Popen[str] | None = None  # the Connect client, while it runs
 
     @property
     def spec(self) -> JobSpec:
@@ -310,14 +337,14 @@ class IcefloeJobOperator(SparkSubmitOperator):
                 self.log.error("refused: %s", refused)  # the task log's one line
                 raise
             self.catalog_name = hook.settings().name
-            self.application = str(launcher())
-            self.py_files = ",".join(p for p in (str(package_zip()), self.py_files) if p)
             self.application_args = self.build_application_args(hook, options)
-            self.env_vars = {
-                **(self.env_vars or {}),
-                **hook.job_env(),
-                **self._spark_logging(context),
-            }
+            self.env_vars = {**(self.env_vars or {}), **hook.job_env()}
+            if self.spark_connect_conn_id:
+                self._remote = self._connect_url()
+            else:
+                self.application = str(launcher())
+                self.py_files = ",".join(p for p in (str(package_zip()), self.py_files) if p)
+                self.env_vars.update(self._spark_logging(context))
             store = hook.state_store()
             result = self._run_recorded(store, context)
             self._record_health(hook, store)
@@ -327,6 +354,15 @@ class IcefloeJobOperator(SparkSubmitOperator):
         self.log.info("result: %s", json.dumps(result, sort_keys=True))
         self.on_result(result, context)
         return result
+
+    def _connect_url(self) -> str:
+        """The Spark Connect connection's URL; a connection that cannot be one is refused
+        before anything is recorded."""
+        try:
+            return spark_connect_url(str(self.spark_connect_conn_id))
+        except ValueError as exc:
+            self.log.error("refused: %s", exc)
+            raise Refused(str(exc)) from None
 
     def _spark_logging(self, context: Context) -> dict[str, str]:
         """Spark's own log at WARN in the task log, all of it (INFO) in a file named in the
@@ -402,11 +438,13 @@ class IcefloeJobOperator(SparkSubmitOperator):
                             self.table,
                             owner,
                             ttl=timedelta(seconds=self.lock_ttl),
-                            wait=timedelta(seconds=self.lock_wait),
-                            poll=min(5.0, max(0.1, self.lock_wait / 10)),
+                            wait=timedelta(seconds=0 if self.deferrable else self.lock_wait),
+                            poll=self._lock_poll,
                         )
                     )
                 except TableBusyError as exc:
+                    if self.deferrable:
+                        self._defer_for_lease(exc)  # returns once the wait is over
                     run_pk = store.start_run(self.table, self.job, **identity)
                     store.finish_run(run_pk, state="failed", error=str(exc))
                     raise AirflowException(str(exc)) from exc
@@ -419,6 +457,40 @@ class IcefloeJobOperator(SparkSubmitOperator):
             store.finish_run(run_pk, state="success", result=result)
         return result
 
+    @property
+    def _lock_poll(self) -> float:
+        return min(5.0, max(0.1, self.lock_wait / 10))
+
+    def _defer_for_lease(self, busy: TableBusyError) -> None:
+        """Defer to `LeaseFreeTrigger` while the table is leased, unless the wait (`lock_wait`
+        from the first try at the lease) is over: then return, and the caller records and
+        raises `busy` as a blocking wait would."""
+        deadline = self._lease_deadline_ms or now_ms() + int(self.lock_wait * 1000)
+        if now_ms() >= deadline:
+            return
+        self.log.info(
+            "%s; waiting for it in the triggerer, this worker slot freed, for up to %.0f s",
+            busy,
+            (deadline - now_ms()) / 1000,
+        )
+        self.defer(
+            trigger=LeaseFreeTrigger(
+                self.iceberg_conn_id, str(self.table), deadline, poll_seconds=self._lock_poll
+            ),
+            method_name="execute_after_lease_wait",
+        )
+
+    def execute_after_lease_wait(
+        self, context: Context, event: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
+        """Back from `LeaseFreeTrigger`: run as `execute` does (the checks again, then the
+        lease), within the wait that the first try began."""
+        event = event or {}
+        self._lease_deadline_ms = int(event.get("deadline_ms") or now_ms())
+        if event.get("free"):
+            self.log.info("the lease on %s is free: taking it", self.table)
+        return self.execute(context)
+
     def _submit(self, context: Context) -> dict[str, Any]:
         """spark-submit; the job's result, or its one-line cause on failure, from the result
         file the job writes (`RESULT_FILE_ENV`): nothing of Spark's output is parsed."""
@@ -429,27 +501,51 @@ class IcefloeJobOperator(SparkSubmitOperator):
         self.env_vars = {**(self.env_vars or {}), RESULT_FILE_ENV: str(result_file)}
         try:
             try:
-                super().execute(context)
+                if self._remote is None:
+                    super().execute(context)
+                else:
+                    self._run_connect_client(self._remote)
             except AirflowException as exc:
-                cause = _outcome(result_file).get("cause")
+                cause = read_outcome(result_file).get("cause")
                 if cause is None:
                     raise
                 cause = self.in_callers_words(cause)
                 raise AirflowException(f"{self.job} failed on {self.table}: {cause}") from exc
-            result = _outcome(result_file).get("result")
+            result = read_outcome(result_file).get("result")
         finally:
             result_file.unlink(missing_ok=True)
         if not isinstance(result, dict):
             raise AirflowException(
-                f"{self.job} on {self.table}: spark-submit succeeded but the job left no result "
-                "(cluster deploy mode runs the driver elsewhere; use client mode)"
+                f"{self.job} on {self.table}: the job succeeded but left no result "
+                "(spark-submit's cluster deploy mode runs the driver elsewhere; use client mode)"
             )
         return result
 
+    def _run_connect_client(self, remote: str) -> None:
+        """The job as the Spark Connect server's client, in a process of this worker; its
+        output lines into the task log as they come. AirflowException if it fails."""
+        command = connect_command(self.application_args)
+        env = connect_environment(remote, {**os.environ, **(self.env_vars or {})})
+        self.log.info(
+            "running %s as a client of the Spark Connect server %s (connection %s): %s",
+            self.job,
+            shown_remote(remote),
+            self.spark_connect_conn_id,
+            " ".join(command),
+        )
+        self._process = start_job(command, env)
+        try:
+            code = stream_lines(self._process, self.log.info)
+        finally:
+            stop_job(self._process)  # ended already, unless this task is being stopped
+            self._process = None
+        if code != 0:
+            raise AirflowException(f"{self.job} exited with status {code}")
 
-def _outcome(path: Path) -> dict[str, Any]:
-    try:
-        value = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return value if isinstance(value, dict) else {}
+    def on_kill(self) -> None:
+        """Stop the Connect client this task runs, else spark-submit (the provider's)."""
+        process = self._process
+        if process is not None:
+            stop_job(process)
+        else:
+            super().on_kill()
