@@ -690,6 +690,17 @@ def test_spark_connect_server_runs_on_the_cluster_and_its_connection_reaches_it(
     url = SparkConnectHook("spark_connect_default").get_connection_url()
     assert url == f"sc://{server['hostname']}:{port}/"
     assert split_remote(["--remote", url, "--table", "db.t"]) == (url, ["--table", "db.t"])
+    # Every job operator runs on that server by default there; "" still spark-submits.
+    from icefloe_airflow.operators import IcefloeJobOperator  # noqa: PLC0415
+
+    default = environment(scheduler)["AIRFLOW__ICEFLOE__SPARK_CONNECT_CONN_ID"]
+    monkeypatch.setenv("AIRFLOW__ICEFLOE__SPARK_CONNECT_CONN_ID", default)
+    job = IcefloeJobOperator(job="rewrite_data_files", table="db.t", task_id="compact")
+    assert job.spark_connect_conn_id == "spark_connect_default"
+    submitted = IcefloeJobOperator(
+        job="rewrite_data_files", table="db.t", task_id="submit", spark_connect_conn_id=""
+    )
+    assert submitted.spark_connect_conn_id is None
 
 
 def test_depends_on_refers_to_defined_services_and_can_start(compose: dict[str, Any]) -> None:

@@ -174,8 +174,12 @@ class IcebergHook(BaseHook):
     def get_conn(self) -> Catalog:
         return self.get_catalog()
 
-    def get_catalog(self) -> Catalog:
-        """The icecore catalog (opened on first use, then reused by this hook)."""
+    def get_catalog(self, *, create: bool = False) -> Catalog:
+        """The icecore catalog (opened on first use, then reused by this hook). A local
+        catalog that does not exist (no warehouse directory, no `catalog.db`) is refused in
+        one line naming the path, and nothing is created: a typo in a connection must not
+        leave an empty catalog behind. Only an ingest that creates its table passes
+        `create`, as the job's `--create` does."""
         if self._catalog is None:
             s = self.settings()
             self._catalog = catalog_from_settings(
@@ -184,6 +188,7 @@ class IcebergHook(BaseHook):
                 warehouse=s.warehouse,
                 properties=s.properties,
                 catalog_type=s.catalog_type,
+                create=create,
             )
         return self._catalog
 

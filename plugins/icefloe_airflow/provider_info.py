@@ -26,6 +26,7 @@ CONNECTION_TYPE = "icefloe"
 CONFIG_SECTION = "icefloe"
 STATE_URI_OPTION = "state_uri"
 TABLES_CONFIG_OPTION = "tables_config"
+SPARK_CONNECT_OPTION = "spark_connect_conn_id"
 DEFAULT_STATE_FILE = "icefloe_state.db"
 
 
@@ -137,6 +138,17 @@ def get_provider_info() -> dict[str, Any]:
                         "version_added": "0.1.0",
                         "type": "string",
                         "example": "/opt/airflow/config/tables.yaml",
+                        "default": "",
+                    },
+                    SPARK_CONNECT_OPTION: {
+                        "description": "A Spark Connect connection (type spark_connect) every "
+                        "icefloe job operator runs its job on unless given its own "
+                        "spark_connect_conn_id (an empty one: spark-submit): the job DAGs' "
+                        "hand-triggered runs, the self-optimizing DAGs, the fleets, your DAGs. "
+                        "Empty: spark-submit on the operator's conn_id.",
+                        "version_added": "0.2.0",
+                        "type": "string",
+                        "example": "spark_connect_default",
                         "default": "",
                     },
                 },

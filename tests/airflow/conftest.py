@@ -18,9 +18,12 @@ import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 from icefloe_airflow.state_db import STATE_URI_ENV  # imports no Airflow: the settings hold
+
+from tests.support.spark_connect import SparkConnectServer
 
 ROOT = Path(__file__).resolve().parents[2]
 VENV_BIN = Path(sys.executable).parent
@@ -130,3 +133,49 @@ def _run_dag(dag: Any, **kwargs: Any) -> Any:
 def run_dag(airflow_db: Path) -> Callable[..., Any]:
     """`run_dag(dag, **dag_test_kwargs) -> DagRun`: dag.test() for a DAG built in a test."""
     return _run_dag
+
+
+# The Spark Connect connection to the session's stock server (tests/support/spark_connect.py),
+# with a token that must never show on a command line. The connection names `localhost`, where
+# PySpark sends a token without TLS (its local channel credentials).
+SPARK_CONNECT_CONN_ID = "spark_connect_tests"
+SPARK_CONNECT_TOKEN = "tok-3f9a1c7e-not-for-argv"
+JOBS_ON_CONNECT_ENV = "AIRFLOW__ICEFLOE__SPARK_CONNECT_CONN_ID"
+
+
+def spark_connect_connection_json(server_url: str) -> str:
+    """`spark_connect` connection JSON (the Spark provider's type) for the server at the URL."""
+    connection = {
+        "conn_type": "spark_connect",
+        "host": "localhost",
+        "port": urlsplit(server_url).port,
+        "login": "icefloe-tests",
+        "password": SPARK_CONNECT_TOKEN,
+    }
+    return json.dumps(connection)
+
+
+def jobs_on_connect_env(server_url: str) -> dict[str, str]:
+    """The settings that send every job operator of a process to the server at the URL (the
+    deployment's `[icefloe] spark_connect_conn_id`), for api-server and scheduler processes."""
+    return {
+        f"AIRFLOW_CONN_{SPARK_CONNECT_CONN_ID.upper()}": spark_connect_connection_json(server_url),
+        JOBS_ON_CONNECT_ENV: SPARK_CONNECT_CONN_ID,
+    }
+
+
+@pytest.fixture
+def spark_connect_conn(spark_connect: SparkConnectServer, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The id of a `spark_connect` connection to the session's server (user id and token)."""
+    variable = f"AIRFLOW_CONN_{SPARK_CONNECT_CONN_ID.upper()}"
+    monkeypatch.setenv(variable, spark_connect_connection_json(spark_connect.url))
+    return SPARK_CONNECT_CONN_ID
+
+
+@pytest.fixture
+def jobs_on_connect(spark_connect_conn: str, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Every job operator built in the test (a DAG loaded, a fleet built) runs its job as a
+    client of the session's warm server, not by spark-submit: what the DAG tests check is the
+    DAG, and a few tests pay for spark-submit's shapes (see CONTRIBUTING)."""
+    monkeypatch.setenv(JOBS_ON_CONNECT_ENV, spark_connect_conn)
+    return spark_connect_conn

@@ -251,7 +251,7 @@ def test_official_sql_connection_opens_the_catalog_the_official_hook_opens(
         assert hook.job_args(include_uri=False) == [
             "--catalog-name", "iceberg_sql", "--catalog-type", "sql", "--warehouse", str(warehouse)
         ]  # fmt: skip
-        catalog = hook.get_catalog()
+        catalog = hook.get_catalog(create=True)
         catalog.create_namespace("db")
         ours = catalog.create_table("db.events", SCHEMA)
         official = OfficialHook("iceberg_sql")

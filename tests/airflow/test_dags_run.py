@@ -1,5 +1,8 @@
-"""Every DAG of dags/ run with `dag.test()`: real tasks, real spark-submit on local[2], a real
-SQLite catalog per test. Tables are small (a few CDC batches) so each job takes seconds.
+"""Every DAG of dags/ run with `dag.test()`: real tasks, a real SQLite catalog per test. The
+ingest DAG spark-submits its job on local[2] (the asset it publishes is the shape that needs
+one); the other DAGs' jobs run as clients of the session's warm Spark Connect server (the
+deployment's `[icefloe] spark_connect_conn_id`), the same operators, checks, records and
+results. Tables are small (a few CDC batches) so each job takes seconds.
 
 The self-optimizing DAG gets a table with small files, equality deletes and position deletes
 behind a REST catalog and must leave it healthy (no deletes, compacted files, nothing due)
@@ -36,7 +39,7 @@ from tests.support.rest_catalog import RestCatalogServer
 DAGS = Path(__file__).resolve().parents[2] / "dags"
 TABLE = "db.events"
 
-pytestmark = pytest.mark.usefixtures("airflow_db", "spark_conf_dir")
+pytestmark = pytest.mark.usefixtures("airflow_db")
 
 
 @pytest.fixture
@@ -56,6 +59,7 @@ def _live(catalog: Catalog, table: str) -> dict[str, int]:
     }
 
 
+@pytest.mark.usefixtures("spark_conf_dir")
 def test_ingest_dag_commits_the_batch_and_publishes_the_table_asset(
     catalog: Catalog, tmp_path: Path
 ) -> None:
@@ -79,7 +83,7 @@ def test_ingest_dag_commits_the_batch_and_publishes_the_table_asset(
     assert task_states(run) == {"ingest": "success"}
     result = task_result(run, "ingest")
     assert result["status"] == "committed"
-    assert table_rows(catalog.load_table("db.ingested")) == log.model()
+    assert table_rows(catalog.load_table("db.ingested")) == log.model.counter()
     asset = table_asset("db.ingested")
     with create_session() as session:
         events = session.query(AssetEvent).filter(AssetEvent.source_run_id == run.run_id).all()
@@ -106,6 +110,7 @@ def _optimize_dag(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, yaml: str) ->
     return load_dag(DAGS / "icefloe_self_optimizing.py", optimize_dag_id(TABLE))
 
 
+@pytest.mark.usefixtures("jobs_on_connect")
 def test_convert_equality_deletes_dag(
     spark: SparkSession,
     catalog: Catalog,
@@ -124,6 +129,7 @@ def test_convert_equality_deletes_dag(
     assert table_rows(catalog.load_table(TABLE)) == rows
 
 
+@pytest.mark.usefixtures("jobs_on_connect")
 def test_rewrite_position_deletes_dag(
     spark: SparkSession,
     catalog: Catalog,
@@ -142,6 +148,7 @@ def test_rewrite_position_deletes_dag(
     assert table_rows(catalog.load_table(TABLE)) == rows
 
 
+@pytest.mark.usefixtures("jobs_on_connect")
 def test_rewrite_data_files_dag(
     spark: SparkSession,
     catalog: Catalog,
@@ -163,6 +170,7 @@ def test_rewrite_data_files_dag(
     assert table_rows(catalog.load_table(TABLE)) == rows
 
 
+@pytest.mark.usefixtures("jobs_on_connect")
 def test_expire_snapshots_then_remove_orphan_files_dags(
     spark: SparkSession,
     catalog: Catalog,
@@ -192,6 +200,7 @@ def test_expire_snapshots_then_remove_orphan_files_dags(
     assert table_rows(catalog.load_table(TABLE)) == rows
 
 
+@pytest.mark.usefixtures("jobs_on_connect")
 def test_self_optimizing_dag_heals_a_table_behind_a_rest_catalog(
     spark: SparkSession,
     rest_catalog_server: RestCatalogServer,

@@ -1,6 +1,7 @@
 """The fleet DAG heals real tables: two small tables written by the ingestion job (small
-files, equality and position deletes), the fleet DAG run by `dag.test()` with real
-spark-submits of the due jobs; afterwards nothing is due and the rows are the same, read by
+files, equality and position deletes), the fleet DAG run by `dag.test()`, its due jobs run as
+clients of the session's warm Spark Connect server (the deployment's default, as
+docker-compose sets it); afterwards nothing is due and the rows are the same, read by
 icecore, PyIceberg and DuckDB. The manifest rewrite the plan found due is decided again after
 the data rewrite, and skipped."""
 
@@ -16,12 +17,12 @@ from pyspark.sql import SparkSession
 
 from icecore.catalog import Catalog, catalog_from_settings
 from tests.airflow.conftest import state_store_uri
-from tests.airflow.tables import ingest_cdc, spark_conf_dir, table_rows  # noqa: F401 - fixture
+from tests.airflow.tables import ingest_cdc, table_rows
 from tests.support.batches import pyiceberg_rows
 from tests.support.duckdb import connect
 from tests.support.fleet_catalog import record_orphan_runs
 
-pytestmark = pytest.mark.usefixtures("airflow_db", "spark_conf_dir")
+pytestmark = pytest.mark.usefixtures("airflow_db", "jobs_on_connect")
 TABLES = ("db.alpha", "db.beta")
 
 
@@ -36,7 +37,7 @@ def test_the_fleet_dag_heals_two_tables(
     for seed, table in enumerate(TABLES, start=3):
         ingest_cdc(spark, catalog, table, 3, size=30, seed=seed)
     rows = {t: table_rows(catalog.load_table(t)) for t in TABLES}
-    # Orphans were removed an hour ago (two spark-submits fewer): compaction is what is due.
+    # Orphans were removed an hour ago (two jobs fewer): compaction is what is due.
     hour_ago = int(time.time() * 1000) - 3_600_000
     record_orphan_runs(state_store_uri(iceberg_connection.parent), list(TABLES), hour_ago)
     config = tmp_path / "tables.yaml"

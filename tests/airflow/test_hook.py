@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from icefloe_airflow.hook import CatalogSettings, IcebergHook
 
-from icecore.errors import NoSuchTableError
+from icecore.errors import CatalogError, NoSuchTableError
 from icecore.spec.schema import Schema
 from icecore.spec.types import LongType, NestedField
 from spark_jobs.common.cli import open_catalog
@@ -21,6 +21,31 @@ from tests.support.catalogs import forget_catalog, postgres_unavailable, unique_
 SCHEMA = Schema((NestedField(1, "id", LongType(), required=True),))
 
 
+def test_a_catalog_that_does_not_exist_is_refused_and_not_created(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A connection naming a warehouse that is not there (a typo), or one without its
+    catalog file, is refused in one line naming the path, and nothing is created: only an
+    ingest that creates its table opens a catalog with `create`."""
+    missing, empty = tmp_path / "wharehouse", tmp_path / "empty"
+    empty.mkdir()
+    for warehouse, said in ((missing, "does not exist"), (empty, "catalog.db")):
+        extra = {"warehouse": str(warehouse)}
+        connection = json.dumps({"conn_type": "icefloe", "extra": extra})
+        monkeypatch.setenv("AIRFLOW_CONN_ICEBERG_TYPO", connection)
+        hook = IcebergHook("iceberg_typo")
+        with pytest.raises(CatalogError, match=said) as refused:
+            hook.get_catalog()
+        assert str(warehouse) in str(refused.value)
+        assert (False, f"CatalogError: {refused.value}") == hook.test_connection()
+        hook.close()
+    assert not missing.exists() and list(empty.iterdir()) == []
+    created = IcebergHook("iceberg_typo")
+    assert created.get_catalog(create=True).list_namespaces() == []
+    assert (empty / "catalog.db").is_file()
+    created.close()
+
+
 def test_settings_and_job_flags_open_the_same_catalog(iceberg_connection: Path) -> None:
     hook = IcebergHook()
     assert hook.settings() == CatalogSettings(
@@ -29,7 +54,7 @@ def test_settings_and_job_flags_open_the_same_catalog(iceberg_connection: Path) 
     args = hook.job_args()
     assert args == ["--catalog-name", "default", "--warehouse", str(iceberg_connection)]
 
-    hook.get_catalog().create_namespace("db")
+    hook.get_catalog(create=True).create_namespace("db")
     hook.get_catalog().create_table("db.events", SCHEMA)
     assert hook.load_table("db.events").metadata.schema() == SCHEMA
     parsed = parse_job_args(JOBS["expire_snapshots"], [*args, "--table", "db.events"])
@@ -47,6 +72,7 @@ def test_settings_and_job_flags_open_the_same_catalog(iceberg_connection: Path) 
 def test_missing_table_is_icecores_error(iceberg_connection: Path) -> None:
     hook = IcebergHook()
     try:
+        hook.get_catalog(create=True)
         with pytest.raises(NoSuchTableError, match=r"db\.nope"):
             hook.load_table("db.nope")
     finally:

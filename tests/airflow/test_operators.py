@@ -1,9 +1,10 @@
-"""The job operators: their command lines checked by the jobs' own parsers, and real
-spark-submits (local[2]) inside `dag.test()` against real tables: results in XCom, runs
-recorded, the ingest asset event, and a failure carrying the job's one-line cause.
+"""The job operators: their command lines checked by the jobs' own parsers, and real runs
+inside `dag.test()` against real tables: results in XCom, runs recorded, the ingest asset
+event, and a failure carrying the job's one-line cause.
 
-spark-submit costs ~20-40 s each, so there are three: ingest + compaction in one DAG run, and
-one failing job.
+The ingest + compaction DAG runs its jobs on the session's warm Spark Connect server (the
+deployment's default); the failing job pays for a real spark-submit (local[2]), the shape
+whose cause travels through spark-submit's result file.
 """
 
 from __future__ import annotations
@@ -297,7 +298,7 @@ def store(iceberg_connection: Path) -> Iterator[MaintenanceStore]:
     hook.close()
 
 
-@pytest.mark.spark_submit
+@pytest.mark.usefixtures("jobs_on_connect")
 def test_ingest_then_compact_in_a_dag_run(
     run_dag: Callable[..., Any], iceberg_connection: Path, tmp_path: Path, store: MaintenanceStore
 ) -> None:
@@ -394,7 +395,7 @@ def test_failed_job_raises_its_cause_and_is_recorded(
     The connection is an `iceberg` one: the job reached the table through it."""
     from airflow.sdk import DAG  # noqa: PLC0415
 
-    catalog = catalog_connection.get_catalog()
+    catalog = catalog_connection.get_catalog(create=True)
     catalog.create_namespace("db")
     catalog.create_table("db.empty", SMALL_SCHEMA)
     with DAG("icefloe_test_failure", schedule=None, start_date=START) as dag:

@@ -1,6 +1,7 @@
 """A user's click, reproduced: a real api-server, scheduler and dag-processor; a DAG triggered
 through the REST API v2 with a conf runs its Spark job to success, and a conf the DAG's form
-refuses never becomes a run."""
+refuses never becomes a run. The scheduler's task runs the job on the session's warm Spark
+Connect server (the deployment's `[icefloe] spark_connect_conn_id`)."""
 
 from __future__ import annotations
 
@@ -11,16 +12,12 @@ from pyspark.sql import SparkSession
 
 from icecore.catalog import catalog_from_settings
 from tests.airflow.server import airflow_server
-from tests.airflow.tables import (
-    ingest_cdc,
-    spark_conf_dir,  # noqa: F401 - fixture
-    table_rows,
-)
+from tests.airflow.tables import ingest_cdc, table_rows
 
 DAG_ID = "icefloe_convert_equality_deletes"
 TABLE = "db.clicked"
 
-pytestmark = [pytest.mark.usefixtures("airflow_db", "spark_conf_dir"), pytest.mark.servers]
+pytestmark = [pytest.mark.usefixtures("airflow_db", "jobs_on_connect"), pytest.mark.servers]
 
 
 def test_trigger_with_conf_runs_to_success_and_bad_conf_is_refused(
@@ -33,7 +30,7 @@ def test_trigger_with_conf_runs_to_success_and_bad_conf_is_refused(
     assert catalog.load_table(TABLE).health().totals.equality_deletes.files >= 1
     runs = f"/api/v2/dags/{DAG_ID}/dagRuns"
 
-    # The environment (AIRFLOW_HOME, connections, SPARK_CONF_DIR) is this session's.
+    # The environment (AIRFLOW_HOME, the connections, the Connect default) is this test's.
     with airflow_server(scheduler=True, dag_processor=True) as server:
         server.wait_for_dag(DAG_ID)
         # New DAGs start paused: the user unpauses, then triggers.

@@ -22,7 +22,6 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 import pytest
 from icefloe_airflow.hook import IcebergHook
@@ -32,6 +31,8 @@ from icecore.catalog import Catalog, SqlCatalog
 from icecore.spec.schema import Schema
 from icecore.spec.types import LongType, NestedField, StringType, TimestampType
 from spark_jobs.specs.argv import REMOTE_ENV
+from tests.airflow.conftest import SPARK_CONNECT_CONN_ID as CONN_ID
+from tests.airflow.conftest import SPARK_CONNECT_TOKEN as TOKEN
 from tests.airflow.conftest import state_store_uri
 from tests.airflow.tables import load_dag, table_rows
 from tests.airflow.test_operators import xcom
@@ -52,8 +53,6 @@ SCHEMA = Schema(
     )
 )
 TS0 = 1_700_000_000_000_000
-TOKEN = "tok-3f9a1c7e-not-for-argv"
-CONN_ID = "spark_connect_tests"
 Rows = Counter[tuple[Any, ...]]
 
 
@@ -82,21 +81,6 @@ def readers_rows(catalog: Catalog, table: str) -> list[Rows]:
     finally:
         duck.close()
     return [table_rows(loaded), pyiceberg_rows(loaded, {}), duck_rows]
-
-
-@pytest.fixture
-def connect_conn(spark_connect: SparkConnectServer, monkeypatch: pytest.MonkeyPatch) -> str:
-    """A `spark_connect` connection to the fixture's server, with a user id and a token."""
-    port = urlsplit(spark_connect.url).port
-    connection = {
-        "conn_type": "spark_connect",
-        "host": "localhost",
-        "port": port,
-        "login": "icefloe-tests",
-        "password": TOKEN,
-    }
-    monkeypatch.setenv(f"AIRFLOW_CONN_{CONN_ID.upper()}", json.dumps(connection))
-    return CONN_ID
 
 
 def recorded(table: str) -> tuple[list[MaintenanceRun], Any]:
@@ -163,7 +147,7 @@ class JobProcesses:
 def test_a_job_runs_as_a_client_of_the_connect_server(
     run_dag: Callable[..., Any],
     iceberg_connection: Path,
-    connect_conn: str,
+    spark_connect_conn: str,
     capfd: pytest.CaptureFixture[str],
 ) -> None:
     from airflow.sdk import DAG  # noqa: PLC0415
@@ -267,7 +251,7 @@ def test_tables_yaml_sends_a_tables_jobs_to_the_connect_server(
         parse_tables_config({"tables": [{"table": "db.t", "spark_connect_conn_id": 7}]})
 
 
-@pytest.mark.usefixtures("connect_conn")
+@pytest.mark.usefixtures("spark_connect_conn")
 def test_the_fleet_runs_its_jobs_on_the_connect_server(
     run_dag: Callable[..., Any],
     iceberg_connection: Path,

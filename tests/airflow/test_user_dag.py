@@ -11,7 +11,7 @@ import pytest
 from icefloe_airflow.policy import JOB_ORDER
 
 from icecore.catalog import catalog_from_settings
-from tests.airflow.tables import load_dag, spark_conf_dir, task_result, task_states  # noqa: F401
+from tests.airflow.tables import load_dag, task_result, task_states
 from tests.support.reader import scan_rows
 
 LOCAL_BUNDLE = "airflow.dag_processing.bundles.local.LocalDagBundle"
@@ -23,9 +23,10 @@ BUNDLES = [
     {"name": "user-dags", "classpath": LOCAL_BUNDLE, "kwargs": {"path": str(USER_DAGS.parent)}},
 ]
 
-pytestmark = pytest.mark.usefixtures("airflow_db", "spark_conf_dir")
+pytestmark = pytest.mark.usefixtures("airflow_db")
 
 
+@pytest.mark.usefixtures("jobs_on_connect")  # its jobs on the warm server, as a deployment's
 def test_user_dag_ingests_and_reads_health_through_xcom(
     iceberg_connection: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -67,6 +67,7 @@ from icefloe_airflow.job_process import (
 )
 from icefloe_airflow.lease_wait import LeaseFreeTrigger, now_ms
 from icefloe_airflow.links import IcebergTableLink
+from icefloe_airflow.provider_info import CONFIG_SECTION, SPARK_CONNECT_OPTION
 from icefloe_airflow.results import describe
 from icefloe_airflow.state import MaintenanceStore, TableBusyError, run_owner
 from icefloe_airflow.table_health import check_table, table_policy_of
@@ -222,7 +223,8 @@ class IcefloeJobOperator(SparkSubmitOperator):
     :param conn_id: the Spark connection (master: local[*], spark://, yarn, k8s://).
     :param spark_connect_conn_id: a Spark Connect connection (type `spark_connect`; templated):
         run the job as that server's client instead of spark-submitting it (`conn_id` and
-        spark-submit's settings are then unused).
+        spark-submit's settings are then unused). Default: the deployment's
+        `[icefloe] spark_connect_conn_id`; `""` spark-submits whatever that says.
     :param name: the Spark application name (default `icefloe-<job>`).
     :param lock_wait: seconds to wait for another maintenance job on the table to finish.
     :param deferrable: wait for that job in the triggerer (`LeaseFreeTrigger`), not in this
@@ -271,7 +273,9 @@ class IcefloeJobOperator(SparkSubmitOperator):
         self.options = options
         self.from_params = from_params
         self.iceberg_conn_id = iceberg_conn_id
-        self.spark_connect_conn_id = spark_connect_conn_id
+        if spark_connect_conn_id is None:
+            spark_connect_conn_id = conf.get(CONFIG_SECTION, SPARK_CONNECT_OPTION, fallback="")
+        self.spark_connect_conn_id = spark_connect_conn_id or None
         self.lock_wait = lock_wait
         self.lock_ttl = lock_ttl
         self.deferrable = deferrable

@@ -112,7 +112,7 @@ class IngestOperator(IcefloeJobOperator):
             super().preflight(hook, options)
         source = str(options.source)
         try:
-            exists = hook.get_catalog().io.exists(source)
+            exists = hook.get_catalog(create=options.create).io.exists(source)
         except Exception as exc:  # cannot tell: Spark may well read it with its own settings
             self.log.warning("cannot check that the source %s exists: %s", source, exc)
             return
