@@ -8,16 +8,18 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from icefloe_airflow.job_process import launcher
+
 from spark_jobs.common.packaging import build_zip
 
-ROOT = Path(__file__).resolve().parents[2]
 SPARK_SUBMIT = Path(sys.executable).parent / "spark-submit"
 
 
 def submit_command(
     job: str, workdir: Path, args: Sequence[str]
 ) -> tuple[list[str], dict[str, str]]:
-    """The command and environment that run `spark_jobs/main.py <job>` on local[2]."""
+    """The command and environment that run `spark_jobs/main.py <job>` on local[2]: the
+    launcher the operator and `icefloe run` submit (`icefloe_airflow.job_process`)."""
     package = build_zip(workdir / "dist" / "icefloe.zip")
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
     command = [
@@ -28,7 +30,7 @@ def submit_command(
         # A short-lived JVM: C1-only JIT and the serial collector start it about 3 s sooner.
         "--conf", "spark.driver.extraJavaOptions=-XX:TieredStopAtLevel=1 -XX:+UseSerialGC",
         "--py-files", str(package),
-        str(ROOT / "spark_jobs" / "main.py"),
+        str(launcher()),
         job,
         *args,
     ]  # fmt: skip

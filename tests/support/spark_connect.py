@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from icefloe_airflow.job_process import connect_command, connect_environment
 
 from spark_jobs.specs import JobOptions
 from spark_jobs.specs.argv import REMOTE_ENV
@@ -135,9 +136,10 @@ class SparkConnectServer:
     def job_command(
         self, job: str, args: Sequence[str], env: Mapping[str, str] | None = None
     ) -> tuple[list[str], dict[str, str]]:
-        """`python -m spark_jobs <job> <args>` as a client of this server."""
-        environment = clean_environment(**{REMOTE_ENV: self.url, **(env or {})})
-        return [sys.executable, "-m", "spark_jobs", job, *args], environment
+        """`python -m spark_jobs <job> <args>` as a client of this server, launched as the
+        operator and `icefloe run` launch it (`icefloe_airflow.job_process`)."""
+        environment = connect_environment(self.url, clean_environment(**(env or {})))
+        return connect_command([job, *args]), environment
 
     def run_job(
         self,
