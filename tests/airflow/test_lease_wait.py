@@ -18,14 +18,8 @@ import pytest
 from icefloe_airflow.lease_wait import LeaseFreeTrigger
 from icefloe_airflow.state import MaintenanceStore
 
-from tests.airflow.conftest import state_store_uri
-from tests.airflow.test_spark_connect_dags import (  # noqa: F401 - connect_conn: a fixture
-    CONN_ID,
-    JobProcesses,
-    connect_conn,
-    recorded,
-    small_files_table,
-)
+from tests.airflow.conftest import SPARK_CONNECT_CONN_ID, state_store_uri
+from tests.airflow.test_spark_connect_dags import JobProcesses, recorded, small_files_table
 
 pytestmark = pytest.mark.usefixtures("airflow_db")
 START = datetime(2024, 1, 1, tzinfo=UTC)
@@ -69,7 +63,7 @@ def leased(warehouse: Path, table: str, *, until: Callable[[], bool]) -> Iterato
         store.close()
 
 
-@pytest.mark.usefixtures("connect_conn")
+@pytest.mark.usefixtures("spark_connect_conn")
 def test_a_leased_table_defers_then_runs_when_the_lease_is_free(
     run_dag: Callable[..., Any], iceberg_connection: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
@@ -82,7 +76,7 @@ def test_a_leased_table_defers_then_runs_when_the_lease_is_free(
             task_id="compact",
             table="db.events",
             options={"min-input-files": 2},
-            spark_connect_conn_id=CONN_ID,
+            spark_connect_conn_id=SPARK_CONNECT_CONN_ID,
             deferrable=True,
             lock_wait=120,
         )
