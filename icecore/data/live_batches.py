@@ -393,7 +393,7 @@ class KeySet:
             self.table = np.zeros(span, dtype=bool)
             self.table[unique - low] = True
             return
-        import pandas as pd  # noqa: PLC0415 (sparse keys only: its import outweighs a small job)
+        import pandas as pd  # noqa: PLC0415 (sparse keys only)
 
         self.index = pd.Index(unique)
 
