@@ -383,19 +383,21 @@ class KeySet:
             column = _storage(self.keys.column(0).chunk(0))
             if _integer_like(column.type):
                 self.null_key = column.null_count > 0
-                self._build(np.unique(_as_int64(column.drop_null())))
+                self._build(_as_int64(column.drop_null()))
 
-    def _build(self, unique: np.ndarray) -> None:
-        low, high = (int(unique[0]), int(unique[-1])) if unique.size else (0, 0)
+    def _build(self, values: np.ndarray) -> None:
+        """The table when the keys are dense (no sort needed: a repeated key sets its flag
+        again), else the hash index of the distinct keys."""
+        low, high = (int(values.min()), int(values.max())) if values.size else (0, 0)
         span = high - low + 1
-        if span <= max(1, min(self.DENSE_BYTES_PER_KEY * unique.size, self.DENSE_MAX_BYTES)):
+        if span <= max(1, min(self.DENSE_BYTES_PER_KEY * values.size, self.DENSE_MAX_BYTES)):
             self.low = low
             self.table = np.zeros(span, dtype=bool)
-            self.table[unique - low] = True
+            self.table[values - low] = True
             return
         import pandas as pd  # noqa: PLC0415 (sparse keys only)
 
-        self.index = pd.Index(unique)
+        self.index = pd.Index(np.unique(values))
 
     def matches(self, columns: Sequence[pa.Array]) -> np.ndarray | None:
         """Which rows of `columns` (the equality columns, in the keys' order) a key row

@@ -206,7 +206,7 @@ def _convert_bin(work: dict[str, Any], spec: dict[str, Any]) -> pa.RecordBatch:
         for ref, group in zip(data, work["groups"], strict=True):
             positions = reader.equality_deleted(ref)
             if positions.size:
-                paths = pa.array([ref.path], pa.string()).take(np.zeros(positions.size, np.int64))
+                paths = pa.repeat(pa.scalar(ref.path, pa.string()), positions.size)
                 rows = pa.Table.from_arrays([paths, pa.array(positions)], schema=writer.schema)
                 writer.add(f"{GROUP}={group}", rows)
         return written_batch(writer.close())
