@@ -26,11 +26,13 @@ import threading
 import uuid
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
 from urllib.parse import urlparse
 
-from pyspark.sql import SparkSession
-
 from spark_jobs.common.errors import JobError
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 DEFAULT_PORT = 15002  # Spark Connect's
 _SESSION_PARAM = "session_id"

@@ -17,6 +17,9 @@ matched by field id where the file and the schema asked for both carry them, by 
 otherwise.
 
 All of them exist, with these names, in Spark 3.5 and 4.x, classic and Connect.
+
+Nothing here imports pyspark until a session is started or used: a job whose work needs no
+Spark (`OnDemandSession`, never called) runs without loading it.
 """
 
 from __future__ import annotations
@@ -24,12 +27,19 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-
-from pyspark.sql import SparkSession
-from pyspark.sql import functions as F
+from typing import TYPE_CHECKING, Any
 
 from spark_jobs.common.connect import is_connect, private_session, shared_session
 from spark_jobs.specs.argv import REMOTE_ENV
+
+if TYPE_CHECKING:
+    from typing import TypeAlias
+
+    from pyspark.sql import SparkSession
+
+    SessionSource: TypeAlias = SparkSession | Callable[[], SparkSession]
+else:
+    SessionSource = Any  # a session or what starts one; named for type checkers only
 
 ICEBERG_SQL_CONF = {
     "spark.sql.parquet.fieldId.read.enabled": "true",
@@ -57,14 +67,13 @@ def get_session(app_name: str, remote: str | None = None) -> SparkSession:
     url = remote or os.environ.get(REMOTE_ENV)
     if url:
         return shared_session(url, ICEBERG_SQL_CONF)
+    from pyspark.sql import SparkSession  # noqa: PLC0415 (a session is started here)
+
     builder = SparkSession.builder.appName(app_name).config("spark.ui.showConsoleProgress", "false")
     session = configure(builder.getOrCreate())
     if os.environ.get(SPARK_LOGGING_ENV) != "configured":
         session.sparkContext.setLogLevel("WARN")
     return session
-
-
-SessionSource = SparkSession | Callable[[], SparkSession]
 
 
 class OnDemandSession:
@@ -123,6 +132,8 @@ def parallelism(spark: SparkSession) -> int:
     the server sets `spark.default.parallelism`."""
     if not is_connect(spark):
         return int(spark.sparkContext.defaultParallelism)
+    from pyspark.sql import functions as F  # noqa: PLC0415 (a session exists: pyspark is loaded)
+
     found = _PARALLELISM.get(spark.session_id)
     if found is None:
         configured = spark.conf.get("spark.default.parallelism", None)

@@ -31,11 +31,10 @@ from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
-from pyspark.sql import SparkSession
 
 from icecore.data.arrow_schema import arrow_schema
 from icecore.data.live_batches import DataRef, DeleteRef, LiveBatches
@@ -53,15 +52,18 @@ from spark_jobs.writing.arrow_files import (
     written_batch,
 )
 from spark_jobs.writing.deletion_vectors import (
-    DV_REPORT,
     DVTarget,
     PuffinTaskWriter,
     WrittenDVs,
+    dv_report,
     dv_reports,
     written_dvs,
 )
 from spark_jobs.writing.files import FileSet, RunFiles
 from spark_jobs.writing.grouped_deletes import GROUP, GroupLayout
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 MAX_BIN_BYTES = 256 * 1024 * 1024  # key-column bytes one task reads at most
 _DV_DIRECTORY = "deletion-vectors"
@@ -134,7 +136,7 @@ def convert_in_tasks(work: Work, *, spark: SparkSession | None) -> WrittenDVs:
                 reported.extend(batch.to_pylist())
     elif bins:
         payload = json.dumps({**spec, "bins": bins})
-        report = DV_REPORT if work.deletion_vectors else WRITTEN
+        report = dv_report() if work.deletion_vectors else WRITTEN
         ids = spark.range(0, len(bins), 1, numPartitions=len(bins))
         rows = ids.mapInArrow(partial(_task, payload=payload), report).collect()
         reported = [r.asDict() for r in rows]
@@ -204,7 +206,7 @@ def _convert_bin(work: dict[str, Any], spec: dict[str, Any]) -> pa.RecordBatch:
         for ref, group in zip(data, work["groups"], strict=True):
             positions = reader.equality_deleted(ref)
             if positions.size:
-                paths = pa.array([ref.path], pa.string()).take(np.zeros(positions.size, np.int64))
+                paths = pa.repeat(pa.scalar(ref.path, pa.string()), positions.size)
                 rows = pa.Table.from_arrays([paths, pa.array(positions)], schema=writer.schema)
                 writer.add(f"{GROUP}={group}", rows)
         return written_batch(writer.close())

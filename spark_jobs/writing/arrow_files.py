@@ -36,19 +36,17 @@ and are left to orphan removal.
 from __future__ import annotations
 
 import json
+import sys
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
-from pyspark import TaskContext
-from pyspark.sql import DataFrame
-from pyspark.sql import functions as F
 
 from icecore.data.arrow_schema import arrow_schema
 from icecore.data.metrics import MetricsConfig, decode, metrics_of
@@ -66,8 +64,10 @@ from icecore.spec.schema import Schema
 from icecore.spec.types import DoubleType, FloatType, NestedField, StructType
 from spark_jobs.common.errors import JobError
 from spark_jobs.common.worker import cheap_cache_invalidation, worker_io
-from spark_jobs.schema import quote_name
 from spark_jobs.writing.layout import DEFAULT_PARTITION, partition_values
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
 
 _MAX_OPEN = 16
 # Characters Spark escapes in partition directory names (ExternalCatalogUtils.escapePathName).
@@ -269,6 +269,17 @@ def _float_paths(
     return out
 
 
+def _task_partition() -> int:
+    """The Spark task's partition id; 0 in the driver's own threads (a conversion matched
+    there never imports pyspark, which a Spark task's worker always has)."""
+    if "pyspark" not in sys.modules:
+        return 0
+    from pyspark import TaskContext  # noqa: PLC0415 (loaded already)
+
+    context = TaskContext.get()
+    return context.partitionId() if context is not None else 0
+
+
 class TaskWriter:
     """The files of one task: one open file per partition directory, rolled when full.
 
@@ -286,9 +297,7 @@ class TaskWriter:
         self.metrics = MetricsConfig.from_json(plan.metrics)
         self.schema = arrow_schema(self.iceberg_schema.fields, all_optional=plan.all_optional)
         self.float_paths = _float_paths(self.iceberg_schema.fields)
-        context = TaskContext.get()
-        partition = context.partitionId() if context is not None else 0
-        self.prefix = f"part-{partition:05d}-{uuid.uuid4()}"
+        self.prefix = f"part-{_task_partition():05d}-{uuid.uuid4()}"
         self.sequence = 0
         self.placement = plan.placed()
         self.open: dict[str, _OpenFile] = {}
@@ -447,6 +456,10 @@ def write_with_arrow(
 
     `all_optional` writes every column optional whatever the schema says, as Spark's writer
     does with data files."""
+    from pyspark.sql import functions as F  # noqa: PLC0415 (Spark work only)
+
+    from spark_jobs.schema import quote_name  # noqa: PLC0415 (Spark work only)
+
     data_columns = [c for c in frame.columns if c not in set(partition_names)]
     if len(data_columns) != len(schema.fields):
         raise JobError(

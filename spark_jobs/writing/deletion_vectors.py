@@ -42,14 +42,11 @@ import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F
-from pyspark.sql import types as T
 
 from icecore.io import FileIO
 from icecore.spec.delete_targets import referenced_data_file
@@ -61,10 +58,12 @@ from icecore.spec.types import LongType, NestedField, StringType
 from spark_jobs.common.errors import JobError
 from spark_jobs.common.worker import cheap_cache_invalidation, worker_io
 from spark_jobs.reading.live_files import require_parquet
-from spark_jobs.reading.local_frames import local_frame
-from spark_jobs.reading.parquet_files import PerFile, read_parquet
 from spark_jobs.writing.arrow_files import Placement
 from spark_jobs.writing.files import RunFiles
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import types as T
 
 FILE_PATH, POS = "file_path", "pos"
 _NEW, _ID = "_dv_new", "_dv_del"
@@ -82,12 +81,6 @@ _REPORT_SCHEMA = pa.schema(
         pa.field("length", pa.int64(), False),
         pa.field("cardinality", pa.int64(), False),
         pa.field("referenced", pa.string(), False),
-    ]
-)
-DV_REPORT = T.StructType(
-    [
-        T.StructField(f.name, T.StringType() if f.type == pa.string() else T.LongType(), False)
-        for f in _REPORT_SCHEMA
     ]
 )
 _SUFFIX = "-deletes.puffin"
@@ -145,6 +138,8 @@ def write_deletion_vectors(
     (`file_path`, `pos`) rows, each naming a target; the targets' previous deletes are merged
     in. With `convert_legacy`, rows of legacy position delete files count as new (a target
     having any gets a DV); without, only `positions` do."""
+    from pyspark.sql import functions as F  # noqa: PLC0415 (Spark work only)
+
     frames = []
     if positions is not None:
         frames.append(positions.select(FILE_PATH, POS, F.lit(True).alias(_NEW)))
@@ -168,10 +163,22 @@ def write_deletion_vectors(
             "dvs": _previous_dvs(targets),
         }
     )
-    reported = rows.mapInArrow(partial(_write_task, payload=payload), DV_REPORT).collect()
+    reported = rows.mapInArrow(partial(_write_task, payload=payload), dv_report()).collect()
     written = written_dvs(run.io, location, [row.asDict() for row in reported], targets)
     run.track(f.file_path for f in written.added)
     return written
+
+
+def dv_report() -> T.StructType:
+    """The Spark type of the rows the DV writing tasks report (`dv_reports`)."""
+    from pyspark.sql import types as T  # noqa: PLC0415 (Spark work only)
+
+    return T.StructType(
+        [
+            T.StructField(f.name, T.StringType() if f.type == pa.string() else T.LongType(), False)
+            for f in _REPORT_SCHEMA
+        ]
+    )
 
 
 def written_dvs(
@@ -193,6 +200,12 @@ def _legacy_positions(
 ) -> DataFrame | None:
     """(`file_path`, `pos`, new) rows of the targets' legacy position delete files, each row
     kept only for a data file the planner paired its file with."""
+    from pyspark.sql import functions as F  # noqa: PLC0415 (Spark work only)
+    from pyspark.sql import types as T  # noqa: PLC0415 (Spark work only)
+
+    from spark_jobs.reading.local_frames import local_frame  # noqa: PLC0415 (Spark work only)
+    from spark_jobs.reading.parquet_files import PerFile, read_parquet  # noqa: PLC0415 (Spark work only)
+
     legacy: dict[str, DataFile] = {}
     pairs: list[tuple[str, str]] = []  # (legacy file, data file it applies to)
     for path, target in targets.items():

@@ -22,8 +22,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-
-from pyspark.sql import DataFrame
+from typing import TYPE_CHECKING
 
 from icecore.data.metrics import MetricsConfig
 from icecore.errors import FileError
@@ -38,9 +37,11 @@ from icecore.spec.properties import WRITE_TARGET_FILE_SIZE_BYTES
 from icecore.spec.schema import Schema
 from icecore.spec.types import NestedField
 from spark_jobs.common.errors import JobError
-from spark_jobs.schema import invalid_value
 from spark_jobs.writing.arrow_files import Placement, Written, write_with_arrow
 from spark_jobs.writing.layout import PartitionLayout
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
 
 # The directory level that groups a write's rows by (spec, partition) group: part of a run's
 # own directories, never of a table's partition path.
@@ -146,6 +147,8 @@ class RunFiles:
         try:
             return self._write(frame, file_set, max_records)
         except Exception as exc:
+            from spark_jobs.schema import invalid_value  # noqa: PLC0415 (Spark work only)
+
             message = invalid_value(exc)
             if message is None:
                 raise

@@ -13,10 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping, Sequence
-from typing import Any
-
-from pyspark.sql import Column, DataFrame
-from pyspark.sql import functions as F
+from typing import TYPE_CHECKING, Any
 
 from icecore.data.metrics import MetricsConfig
 from icecore.spec.manifest import DataFile
@@ -26,9 +23,11 @@ from icecore.spec.partitioning import PartitionSpec
 from icecore.spec.types import NestedField
 from spark_jobs.common.errors import JobError
 from spark_jobs.reading.live_files import PartitionKey
-from spark_jobs.schema import FIELD_ID_KEY
 from spark_jobs.writing.files import GROUP, FileSet, RunFiles
 from spark_jobs.writing.layout import PartitionLayout
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame
 
 _GROUP_PREFIX = f"{GROUP}="
 
@@ -69,6 +68,10 @@ def group_of(directory: str) -> int:
 
 def position_columns(path: Column, pos: Column) -> list[Column]:
     """`file_path` and `pos` with their reserved field ids, non-nullable (required)."""
+    from pyspark.sql import functions as F  # noqa: PLC0415 (Spark work only)
+
+    from spark_jobs.schema import FIELD_ID_KEY  # noqa: PLC0415 (Spark work only)
+
     return [
         F.coalesce(path, F.lit("")).alias(
             DELETE_FILE_PATH.name, metadata={FIELD_ID_KEY: DELETE_FILE_PATH.field_id}
@@ -90,6 +93,8 @@ def write_position_deletes(
 ) -> list[DataFile]:
     """`frame` has `file_path`, `pos` and `_group`; one sorted file (or more, split at
     `max_records`) per group per task. Returns nothing until `finish` describes them."""
+    from pyspark.sql import functions as F  # noqa: PLC0415 (Spark work only)
+
     rows = frame.select(*position_columns(F.col("file_path"), F.col("pos")), F.col(GROUP))
     rows = rows.repartition(F.col(GROUP)).sortWithinPartitions(GROUP, "file_path", "pos")
     run.write(rows, FileSet.position_deletes(spec, GroupLayout(groups), name), max_records)
@@ -107,6 +112,8 @@ def write_equality_deletes(
     metrics: MetricsConfig,
 ) -> None:
     """`frame` has the key columns and `_group`; one file per group."""
+    from pyspark.sql import functions as F  # noqa: PLC0415 (Spark work only)
+
     rows = frame.repartition(F.col(GROUP))
     run.write(rows, FileSet.equality_deletes(name, key_fields, spec, GroupLayout(groups), metrics))
 

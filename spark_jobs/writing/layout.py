@@ -24,11 +24,8 @@ import uuid
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
-
-from pyspark.sql import Column, DataFrame
-from pyspark.sql import functions as F
 
 from icecore.spec.conversions import decimal_to_unscaled, unscaled_to_decimal
 from icecore.spec.metadata import TableMetadata
@@ -53,8 +50,9 @@ from icecore.spec.types import (
     UUIDType,
 )
 from spark_jobs.common.errors import JobError
-from spark_jobs.schema import quoted
-from spark_jobs.writing.transforms import micros_sql, transform_column
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame
 
 DEFAULT_PARTITION = "__HIVE_DEFAULT_PARTITION__"
 MARK = "\x01"
@@ -78,6 +76,8 @@ class PartitionLayout:
     def __init__(self, spec: PartitionSpec, schema: Schema, reserved: Iterable[str] = ()) -> None:
         self.spec = spec
         self.schema = schema
+        from spark_jobs.schema import quoted  # noqa: PLC0415 (Spark work only)
+
         taken = {f.name.lower() for f in schema.fields} | {r.lower() for r in reserved}
         result_types = spec.partition_type(schema).fields
         self.columns: list[PartitionColumn] = []
@@ -148,6 +148,10 @@ def _path_value(
     field: PartitionField, source_sql: str, source_type: IcebergType, result: IcebergType
 ) -> Column:
     """The Spark column whose directory rendering encodes the partition value exactly."""
+    from pyspark.sql import functions as F  # noqa: PLC0415 (Spark work only)
+
+    from spark_jobs.writing.transforms import micros_sql, transform_column  # noqa: PLC0415 (Spark work only)
+
     if isinstance(field.transform, IdentityTransform) and isinstance(
         source_type, TimestampType | TimestamptzType
     ):
@@ -161,6 +165,8 @@ def _path_value(
 
 
 def _marked(text: Column) -> Column:
+    from pyspark.sql import functions as F  # noqa: PLC0415 (Spark work only)
+
     ambiguous = (text == F.lit("")) | (text == F.lit(DEFAULT_PARTITION)) | text.startswith(MARK)
     return F.when(ambiguous, F.concat(F.lit(MARK), text)).otherwise(text)
 

@@ -27,6 +27,7 @@ from icecore.data.live_batches import (
     POSITION,
     DataRef,
     DeleteRef,
+    KeySet,
     LiveBatches,
 )
 from icecore.io import FileIO
@@ -151,6 +152,30 @@ def test_one_integer_key_column_with_nulls(tmp_path: Path, keys: list[int | None
     ref = DataRef(path, 0, WHOLE, 1, deletes=(0,))
     assert sorted(_rows(reader, [ref])) == sorted(r for r in rows if r[2] not in keys)
     assert reader.equality_deleted(ref).tolist() == [i for i, r in enumerate(rows) if r[2] in keys]
+
+
+LONG_MIN, LONG_MAX = -(2**63), 2**63 - 1
+
+
+@pytest.mark.parametrize(
+    ("keys", "dense"),
+    [
+        ([5, 7, 9, None], True),  # a table of flags over 5..9
+        ([LONG_MAX - 2, LONG_MAX, None], True),  # a table at the top of the range
+        ([LONG_MIN, 0, LONG_MAX], False),  # spread out: the hash index
+        ([None], True),  # no value at all
+    ],
+    ids=["dense", "dense-at-the-top", "sparse", "only-null"],
+)
+def test_an_integer_key_set_matches_exactly_its_values(keys: list[int | None], dense: bool) -> None:
+    """Both look-ups of one integer key column, against values next to every key, at both
+    ends of the range (where a table indexed by `value - low` would overflow) and null."""
+    key_set = KeySet(pa.table({"k": pa.array(keys, pa.int64())}))
+    assert (key_set.table is not None) == dense and (key_set.index is None) == dense
+    near = {v + d for v in keys if v is not None for d in (-1, 0, 1)}
+    values = sorted(v for v in near | {LONG_MIN, LONG_MAX, 0, 6} if LONG_MIN <= v <= LONG_MAX)
+    probe = pa.array([*values, None], pa.int64())
+    assert key_set.matches([probe]).tolist() == [v in keys for v in [*values, None]]
 
 
 def test_a_timestamp_key_is_looked_up_by_its_stored_value(tmp_path: Path) -> None:
