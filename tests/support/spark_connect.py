@@ -138,7 +138,7 @@ class SparkConnectServer:
     ) -> tuple[list[str], dict[str, str]]:
         """`python -m spark_jobs <job> <args>` as a client of this server, launched as the
         operator and `icefloe run` launch it (`icefloe_airflow.job_process`)."""
-        environment = connect_environment(self.url, clean_environment(**(env or {})))
+        environment = {**connect_environment(self.url, clean_environment()), **(env or {})}
         return connect_command([job, *args]), environment
 
     def run_job(
