@@ -26,6 +26,7 @@ from spark_jobs.ingest import run as ingest
 from spark_jobs.specs.jobs import IngestOptions
 from tests.support.batches import CdcLog, Rows, cdc_frame
 from tests.support.reader import scan_rows
+from tests.support.spark import QUIET_LOG4J2
 
 # The jobs' spark-submits are short-lived JVMs: C1-only JIT and the serial collector start
 # them about 3 s sooner (as the REST server fixture's JVM).
@@ -37,15 +38,6 @@ spark.ui.showConsoleProgress false
 spark.sql.shuffle.partitions 2
 spark.default.parallelism 2
 """
-_LOG4J2 = """\
-rootLogger.level = warn
-rootLogger.appenderRef.stderr.ref = console
-appender.console.type = Console
-appender.console.name = console
-appender.console.target = SYSTEM_ERR
-appender.console.layout.type = PatternLayout
-appender.console.layout.pattern = %d{yy/MM/dd HH:mm:ss} %p %c{1}: %m%n
-"""
 
 
 @pytest.fixture(scope="session")
@@ -53,7 +45,7 @@ def spark_conf_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """SPARK_CONF_DIR for every spark-submit this session starts (inherited environment)."""
     directory = tmp_path_factory.mktemp("spark-conf")
     (directory / "spark-defaults.conf").write_text(_SPARK_DEFAULTS)
-    (directory / "log4j2.properties").write_text(_LOG4J2)
+    (directory / "log4j2.properties").write_text(QUIET_LOG4J2)
     os.environ["SPARK_CONF_DIR"] = str(directory)
     return directory
 

@@ -17,6 +17,18 @@ from pyspark.sql import SparkSession
 
 from spark_jobs.common.session import configure
 
+# log4j2.properties for the Spark JVMs the tests start themselves (spark-submits, the Spark
+# Connect server): warnings only, one line each, on stderr.
+QUIET_LOG4J2 = """\
+rootLogger.level = warn
+rootLogger.appenderRef.stderr.ref = console
+appender.console.type = Console
+appender.console.name = console
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = %d{yy/MM/dd HH:mm:ss} %p %c{1}: %m%n
+"""
+
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[SparkSession]:

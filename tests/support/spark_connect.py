@@ -43,6 +43,7 @@ from icefloe_airflow.job_process import connect_command, connect_environment
 
 from spark_jobs.specs import JobOptions
 from spark_jobs.specs.argv import REMOTE_ENV
+from tests.support.spark import QUIET_LOG4J2
 
 ROOT = Path(__file__).resolve().parents[2]
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
@@ -52,14 +53,7 @@ _STARTED = re.compile(r"Spark Connect server started at: (\S+):(\d+)")
 _PRIVATE = ("PYTHONPATH", REMOTE_ENV, "SPARK_CONNECT_MODE_ENABLED", "PYSPARK_GATEWAY_PORT",
             "PYSPARK_GATEWAY_SECRET", "SPARK_LOCAL_REMOTE", "SPARK_CONF_DIR")  # fmt: skip
 # The server's log: warnings, and the line that says where it listens.
-_LOG4J2 = """\
-rootLogger.level = warn
-rootLogger.appenderRef.stderr.ref = console
-appender.console.type = Console
-appender.console.name = console
-appender.console.target = SYSTEM_ERR
-appender.console.layout.type = PatternLayout
-appender.console.layout.pattern = %d{yy/MM/dd HH:mm:ss} %p %c{1}: %m%n
+_LOG4J2 = f"""{QUIET_LOG4J2}\
 logger.server.name = org.apache.spark.sql.connect.service.SparkConnectServer
 logger.server.level = info
 """
