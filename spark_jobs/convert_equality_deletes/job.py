@@ -46,18 +46,17 @@ corrupt table). Each DV takes its partition's sequence number, as above.
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Mapping
-from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from icecore.actions.committing import cleanup_on_failure, with_replanning
+from icecore.actions.committing import cleanup_on_failure
 from icecore.catalog import Catalog
 from icecore.commit.delete_rewrite import DeleteRewrite
 from icecore.spec.manifest import DataFile, FileContent
 from icecore.spec.snapshots import Snapshot
 from icecore.spec.types import NestedField
 from icecore.table import Table
+from spark_jobs.common.attempts import run_attempts
 from spark_jobs.common.errors import JobError
 from spark_jobs.common.progress import size
 from spark_jobs.common.session import SessionSource, configure, session_of
@@ -92,20 +91,7 @@ JOB_PROPERTY = "icefloe.job"
 def run(
     spark: SessionSource, catalog: Catalog, options: ConvertEqualityDeletesOptions
 ) -> ConvertEqualityDeletesResult:
-    started = time.monotonic()
-
-    def attempt() -> ConvertEqualityDeletesResult:
-        table = catalog.load_table(options.table)
-        return convert_once(spark, table, options)
-
-    done = with_replanning(JOB, attempt, options.max_attempts)
-    return replace(
-        done.value,
-        table=options.table,
-        attempts=done.attempts,
-        conflicts=done.conflicts,
-        seconds=round(time.monotonic() - started, 3),
-    )
+    return run_attempts(JOB, catalog, options, lambda table: convert_once(spark, table, options))
 
 
 def convert_once(

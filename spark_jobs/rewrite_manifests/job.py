@@ -17,11 +17,9 @@ say whether the commit happened: they may be the table's).
 from __future__ import annotations
 
 import logging
-import time
 import uuid
-from dataclasses import replace
 
-from icecore.actions.committing import BeforeCommit, with_replanning
+from icecore.actions.committing import BeforeCommit
 from icecore.actions.manifest_output import ManifestOutput
 from icecore.actions.rewrite_manifests import ManifestRewritePlan, plan_manifest_rewrite
 from icecore.catalog import Catalog
@@ -30,6 +28,7 @@ from icecore.location_provider import metadata_directory
 from icecore.scan import snapshot_manifests
 from icecore.spec.manifest_list import ManifestContent, ManifestFile
 from icecore.table import Table
+from spark_jobs.common.attempts import run_attempts
 from spark_jobs.common.errors import JobError
 from spark_jobs.common.progress import size
 from spark_jobs.common.session import SessionSource, configure, session_of
@@ -52,19 +51,8 @@ def run(
 ) -> RewriteManifestsResult:
     """Rewrite the table's manifests; the result counters. `before_commit(table)` runs after
     the manifests are written, before the commit (tests commit concurrently there)."""
-    started = time.monotonic()
-
-    def attempt() -> RewriteManifestsResult:
-        table = catalog.load_table(options.table)
-        return rewrite_once(spark, table, options, before_commit)
-
-    done = with_replanning(JOB, attempt, options.max_attempts)
-    return replace(
-        done.value,
-        table=options.table,
-        attempts=done.attempts,
-        conflicts=done.conflicts,
-        seconds=round(time.monotonic() - started, 3),
+    return run_attempts(
+        JOB, catalog, options, lambda table: rewrite_once(spark, table, options, before_commit)
     )
 
 
