@@ -3,9 +3,9 @@
 Files go where the table's location provider says (`icecore.location_provider`: the data
 location is `write.data.path`, or `<location>/data`). By default each job run writes below its
 own directory there, `<data location>/<job>-<uuid>/<file set>/<partition path>/<file name>`
-(the partition path Java's, `ts_day=2024-01-07/id_bucket=3`): a failed or abandoned run is
-removed by deleting it. A table with
-`write.object-storage.enabled` has no such directory: each file goes under hash directories,
+(the partition path Java's `partitionToPath`, `ts_day=2024-01-07/id_bucket=3`): a failed or
+abandoned run is removed by deleting it. A table with `write.object-storage.enabled` has no
+such directory: each file goes under hash directories,
 `<data location>/<hash>/<partition path>/<file name>`, as Java writes them, and the run
 deletes its files one by one. Nothing in the table references these files until the commit,
 so a job killed at any point before it leaves the table as it was.
@@ -226,8 +226,8 @@ class RunFiles:
         return FilePartitions(file_set.spec, schema, paths)
 
     def files(self) -> list[DataFile]:
-        """Every file written so far as a DataFile, with the metrics, partition and group its
-        task reported."""
+        """Every file written so far as a DataFile, with the metrics and partition its task
+        reported."""
         return [file for file, _ in self._files()]
 
     def grouped_files(self) -> list[tuple[DataFile, int]]:
