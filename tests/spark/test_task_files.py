@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pyarrow as pa
+import pytest
 
 from icecore.catalog import SqlCatalog
 from icecore.spec.manifest import FileContent
@@ -16,6 +17,13 @@ from spark_jobs.writing.files import FileSet, RunFiles
 from tests.spark.delete_tables import create
 
 DAY = 19_723  # 2024-01-01
+
+
+@pytest.fixture
+def run(catalog: SqlCatalog) -> RunFiles:
+    """The files of a job run on a table partitioned by `v` and `day(ts)`."""
+    table = create(catalog, "v, day(ts)")
+    return RunFiles(table.io, table.metadata, "test")
 
 
 def _plan(run: RunFiles, file_set: FileSet, max_records: int | None) -> WritePlan:
@@ -44,12 +52,8 @@ def _written(run: RunFiles, file_set: FileSet, plan: WritePlan, writer: TaskWrit
     run.add(file_set, kept_files(run.io, plan.location, reported))
 
 
-def test_a_groups_files_go_under_its_partition_path_with_the_group_reported(
-    catalog: SqlCatalog,
-) -> None:
-    table = create(catalog, "v, day(ts)")
-    spec = table.metadata.spec()
-    run = RunFiles(table.io, table.metadata, "test")
+def test_a_groups_files_go_under_its_partition_path_with_the_group_reported(run: RunFiles) -> None:
+    spec = run.metadata.spec()
     groups = {7: (spec.spec_id, ("a b/c=d", DAY)), 8: (spec.spec_id, (None, DAY + 1))}
     file_set = FileSet.position_deletes(spec, None, groups=groups)
     plan = _plan(run, file_set, max_records=2)
@@ -60,7 +64,7 @@ def test_a_groups_files_go_under_its_partition_path_with_the_group_reported(
 
     files = run.grouped_files()
     assert sorted((g, f.record_count) for f, g in files) == [(7, 1), (7, 2), (8, 1)]
-    schema = table.metadata.schema()
+    schema = run.metadata.schema()
     paths = set()
     for f, group in files:
         assert (f.spec_id, f.partition) == groups[group]
@@ -73,13 +77,10 @@ def test_a_groups_files_go_under_its_partition_path_with_the_group_reported(
     assert paths == {"/v=a+b%2Fc%3Dd/ts_day=2024-01-01", "/v=null/ts_day=2024-01-02"}
 
 
-def test_partition_values_from_the_rows_are_reported_as_values(catalog: SqlCatalog) -> None:
+def test_partition_values_from_the_rows_are_reported_as_values(run: RunFiles) -> None:
     """Rows with partition columns (Spark's string renderings): the reported values, not
     the path, give the manifest's partition tuple."""
-    table = create(catalog, "v, day(ts)")
-    spec = table.metadata.spec()
-    run = RunFiles(table.io, table.metadata, "test")
-    file_set = FileSet.position_deletes(spec, None)
+    file_set = FileSet.position_deletes(run.metadata.spec(), None)
     plan = _plan(run, file_set, max_records=None)
     writer = TaskWriter(plan)
     writer.add(_positions(writer, 2), values=("x", "2024-01-01"))
@@ -93,12 +94,8 @@ def test_partition_values_from_the_rows_are_reported_as_values(catalog: SqlCatal
     assert {f.partition for f in run.files()} == {(None, DAY - 1), ("x", DAY)}
 
 
-def test_files_of_failed_attempts_are_deleted_below_partition_paths(
-    catalog: SqlCatalog,
-) -> None:
-    table = create(catalog, "v, day(ts)")
-    spec = table.metadata.spec()
-    run = RunFiles(table.io, table.metadata, "test")
+def test_files_of_failed_attempts_are_deleted_below_partition_paths(run: RunFiles) -> None:
+    spec = run.metadata.spec()
     file_set = FileSet.position_deletes(spec, None, groups={1: (spec.spec_id, ("x", DAY))})
     plan = _plan(run, file_set, max_records=None)
     failed = TaskWriter(plan)  # an attempt whose report never arrives
