@@ -403,6 +403,8 @@ def _keys(table: pa.Table, columns: Sequence[str]) -> tuple[np.ndarray, list[tup
     return rank[inverse.reshape(-1)], combinations
 
 
+# The columns a task groups rows by: each partition column as Spark's string cast, the group.
+_PARTITION_COLUMN = "_key_partition{}"
 _GROUP_COLUMN = "_key_group"
 
 
@@ -410,7 +412,7 @@ def _write_batches(batches: Iterator[pa.RecordBatch], payload: str) -> Iterator[
     cheap_cache_invalidation()
     plan = WritePlan.from_json(payload)
     writer = TaskWriter(plan)
-    columns = [f"_dir{i}" for i in range(len(plan.partition_names))]
+    columns = [_PARTITION_COLUMN.format(i) for i in range(len(plan.partition_names))]
     if plan.grouped:
         columns.append(_GROUP_COLUMN)
     try:
@@ -494,7 +496,8 @@ def write_with_arrow(
             f"expected the {len(schema.fields)} columns of the file set, got {data_columns}"
         )
     key_columns = [
-        F.col(quote_name(n)).cast("string").alias(f"_dir{i}") for i, n in enumerate(partition_names)
+        F.col(quote_name(n)).cast("string").alias(_PARTITION_COLUMN.format(i))
+        for i, n in enumerate(partition_names)
     ]
     if group_column:
         key_columns.append(F.col(quote_name(group_column)).cast("int").alias(_GROUP_COLUMN))
