@@ -60,7 +60,6 @@ from spark_jobs.writing.deletion_vectors import (
     written_dvs,
 )
 from spark_jobs.writing.files import FileSet, RunFiles
-from spark_jobs.writing.grouped_deletes import GROUP, GroupLayout
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -104,10 +103,10 @@ def key_bytes(file: DataFile, field_ids: Sequence[int]) -> int:
 
 def convert_in_tasks(work: Work, *, spark: SparkSession | None) -> WrittenDVs:
     """Match and write, in Spark tasks with a session, else in the driver's threads: position
-    delete files go into `work.run` (one `_group=` directory per group); DVs are returned."""
+    delete files go into `work.run` (under each group's partition path); DVs are returned."""
     workers = parallelism(spark) if spark is not None else os.cpu_count() or 1
     bins = _bins(work, workers)
-    file_set = FileSet.position_deletes(work.run.metadata.spec(), GroupLayout(work.groups))
+    file_set = FileSet.position_deletes(work.run.metadata.spec(), None, groups=work.groups)
     location = work.run.location_of(file_set)
     if work.deletion_vectors:
         location = f"{work.run.location}/{_DV_DIRECTORY}"
@@ -122,7 +121,9 @@ def convert_in_tasks(work: Work, *, spark: SparkSession | None) -> WrittenDVs:
         table_properties=work.run.metadata.properties,
         max_records=None,
         target_bytes=None,
-        placement=work.run.placement(file_set),
+        partitions=work.run.partitions(file_set),
+        hashed=work.run.hashed,
+        grouped=True,
     )
     spec = {
         "plan": plan.to_json(),
@@ -208,7 +209,7 @@ def _convert_bin(work: dict[str, Any], spec: dict[str, Any]) -> pa.RecordBatch:
             if positions.size:
                 paths = pa.repeat(pa.scalar(ref.path, pa.string()), positions.size)
                 rows = pa.Table.from_arrays([paths, pa.array(positions)], schema=writer.schema)
-                writer.add(f"{GROUP}={group}", rows)
+                writer.add(rows, group=group)
         return written_batch(writer.close())
     except BaseException:
         writer.abort()
@@ -217,7 +218,7 @@ def _convert_bin(work: dict[str, Any], spec: dict[str, Any]) -> pa.RecordBatch:
 
 def _write_dvs(data: Sequence[DataRef], reader: LiveBatches, plan: WritePlan) -> pa.RecordBatch:
     """A DV for every data file with newly deleted positions, holding its old ones too."""
-    writer = PuffinTaskWriter(plan.location, worker_io(plan.io), {}, {}, plan.placed())
+    writer = PuffinTaskWriter(plan.location, worker_io(plan.io), {}, {}, plan.provider())
     try:
         for ref in data:
             positions = reader.equality_deleted(ref)

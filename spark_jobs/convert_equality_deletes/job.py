@@ -78,7 +78,7 @@ from spark_jobs.writing.deletion_vectors import (
     write_deletion_vectors,
 )
 from spark_jobs.writing.files import RunFiles
-from spark_jobs.writing.grouped_deletes import finish, write_position_deletes
+from spark_jobs.writing.grouped_deletes import write_position_deletes
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -147,7 +147,7 @@ def convert_once(
                 dvs = write_deletion_vectors(session, files, dv_targets, positions)
             else:
                 write_position_deletes(files, positions, table.metadata.spec(), groups)
-        added = finish(files, groups)
+        added = files.grouped_files()
         added += [(dv, group_of_data[dv.referenced_data_file or ""]) for dv in dvs.added]
         snapshot = _commit(
             table,

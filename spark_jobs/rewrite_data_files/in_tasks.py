@@ -15,8 +15,8 @@ bounds their parallelism to the cluster's cores.
 A group's input is cut into as many bins as it will have output files: data files, split at
 row-group boundaries when large (a row group belongs to the split holding its midpoint, as
 in Spark), packed in order, so a bin reads a contiguous run of a group's splits. Each bin is
-one task; its files are reported with the directory `_group=<index>`, so the group gives each
-file its partition tuple (`GroupLayout`), as in the Spark path.
+one task; its files are reported with their group, so the group gives each file its partition
+tuple (`FileSet.groups`), as in the Spark path.
 
 Groups that must be sorted, or that move to another partition spec, need Spark's shuffle
 and stay on the Spark path (`write.py`).
@@ -48,13 +48,13 @@ from spark_jobs.reading.live_files import top_level_fields
 from spark_jobs.reading.live_rows import delete_key
 from spark_jobs.writing.arrow_files import (
     WRITTEN,
+    Reported,
     TaskWriter,
     WritePlan,
     kept_files,
     written_batch,
 )
 from spark_jobs.writing.files import FileSet, RunFiles
-from spark_jobs.writing.grouped_deletes import GROUP
 
 MIN_SPLIT_BYTES = 4 * 1024 * 1024  # no point cutting files finer than Spark's open cost
 _WHOLE_FILE = 2**62
@@ -93,7 +93,9 @@ def rewrite_in_tasks(
         table_properties=run.metadata.properties,
         max_records=max_records,
         target_bytes=WRITE_TARGET_FILE_SIZE_BYTES.read(run.metadata.properties),
-        placement=run.placement(file_set),
+        partitions=run.partitions(file_set),
+        hashed=run.hashed,
+        grouped=True,
     )
     payload = json.dumps(
         {
@@ -163,7 +165,7 @@ def _rewrite_bins(batches: Iterator[pa.RecordBatch], payload: str) -> Iterator[p
 
 def _rewrite_bin(
     work: dict[str, Any], plan: WritePlan, fields: list[NestedField], lineage: bool
-) -> list[tuple[str, str]]:
+) -> list[Reported]:
     """Write one bin's live rows; its files and their metrics."""
     writer = TaskWriter(plan)
     data = [DataRef.from_json(d) for d in work["data"]]
@@ -175,10 +177,9 @@ def _rewrite_bin(
         sorted({d.path for d in data}),
         lineage=lineage,
     )
-    directory = f"{GROUP}={work['group']}"
     try:
         for batch in _prefetched(b for ref in data for b in reader.read(ref)):
-            writer.add(directory, pa.Table.from_batches([batch]))
+            writer.add(pa.Table.from_batches([batch]), group=work["group"])
         return writer.close()
     except BaseException:
         writer.abort()

@@ -6,11 +6,13 @@ A Spark job per group costs seconds of scheduling, broadcasts and listings whate
 group's size, which dominated small and medium compactions. Here each group becomes one
 branch of a union (its files read by field id, its deletes applied by `LiveRows` from
 broadcasts built once for all groups, arranged into the group's number of output files),
-and the union is written by one Spark write into `_group=<index>/` directories: a task only
-ever holds rows of one group, so a file belongs to exactly one group and takes that group's
-partition tuple (`GroupLayout`); groups rewritten into another spec get their partition
-directories below that (`RegroupLayout`). At most `GROUPS_PER_JOB` groups share a job, so
-the query plan stays small; several jobs run at once (`max-concurrent-file-group-rewrites`).
+and the union is written by one Spark write, its rows carrying their group's index (`_group`):
+a task keeps each group's rows in files of their own and reports each file's group, so a file
+belongs to exactly one group and takes that group's partition tuple (`FileSet.groups`), its
+files going under that partition's path as Java's would; groups rewritten into another spec
+take the partition their new partition columns give. At most `GROUPS_PER_JOB` groups share a
+job, so the query plan stays small; several jobs run at once
+(`max-concurrent-file-group-rewrites`).
 
 Bin-packing into the group's own spec needs no shuffle: those groups are rewritten by Python
 tasks that read, apply the deletes and write in Arrow (`in_tasks`), their rows never entering
@@ -61,7 +63,7 @@ from spark_jobs.reading.live_rows import LiveRows, check_no_lineage_names
 from spark_jobs.rewrite_data_files.in_tasks import rewrite_in_tasks
 from spark_jobs.schema import conform, quoted
 from spark_jobs.writing.files import FileSet, RunFiles
-from spark_jobs.writing.grouped_deletes import GROUP, GroupLayout, group_of
+from spark_jobs.writing.grouped_deletes import GROUP
 from spark_jobs.writing.layout import PartitionLayout
 from spark_jobs.writing.transforms import sort_columns
 
@@ -79,25 +81,6 @@ _WRITE_SETTINGS = {
     "spark.sql.adaptive.enabled": "false",
     "spark.sql.unionOutputPartitioning": "false",
 }
-
-
-class RegroupLayout(PartitionLayout):
-    """`_group=<index>/` above the output spec's partition directories."""
-
-    def __init__(self, inner: PartitionLayout) -> None:
-        self.inner = inner
-
-    @property
-    def names(self) -> list[str]:
-        return [GROUP, *self.inner.names]
-
-    @property
-    def is_partitioned(self) -> bool:
-        return True
-
-    def partition_of(self, relative_path: str) -> tuple[Any, ...]:
-        group_of(relative_path)  # checks the directory is there
-        return self.inner.partition_of(relative_path.split("/", 1)[1])
 
 
 def write_groups(
@@ -186,8 +169,8 @@ def write_groups(
                     len(chunk), len(future.result()), sum(g.input_bytes for g in chunk)
                 )
     out: dict[int, list[DataFile]] = {g.index: [] for g in groups}
-    for f in run.files():
-        out[group_of(run.directory_of(f.file_path))].append(f)
+    for f, group in run.grouped_files():
+        out[group].append(f)
     return out
 
 
@@ -230,20 +213,17 @@ class _GroupWriter:
         return run.write(frame, self.file_set(name, groups, respec=respec), max_records)
 
     def file_set(self, name: str, groups: Sequence[FileGroup], *, respec: bool = False) -> FileSet:
-        """The data files of `groups`, below `_group=<index>/` directories."""
-        layout = (
-            RegroupLayout(self.layout)
-            if respec
-            else GroupLayout({g.index: (self.spec.spec_id, g.partition) for g in groups})
-        )
+        """The data files of `groups`: in the groups' own partitions, or, rewritten into
+        another spec, in those of the rows' partition columns."""
         return FileSet(
             name,
             content=FileContent.DATA,
             schema=self.file_schema,
             spec=self.spec,
-            layout=layout,
+            layout=self.layout if respec else None,
             metrics=self.metrics,
             sort_order_id=self.sort_order_id,
+            groups={} if respec else {g.index: (self.spec.spec_id, g.partition) for g in groups},
         )
 
     def _arranged(self, group: FileGroup, parts: list[Any]) -> DataFrame:

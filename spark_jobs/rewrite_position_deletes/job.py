@@ -96,7 +96,6 @@ from spark_jobs.writing.deletion_vectors import (
 from spark_jobs.writing.files import RunFiles
 from spark_jobs.writing.grouped_deletes import (
     GROUP,
-    finish,
     write_equality_deletes,
     write_position_deletes,
 )
@@ -382,8 +381,7 @@ def rewrite_once(
             _write_positions(spark, run, table, state=state, chosen=chosen, sizes=sizes)
         if chosen.of_kind(equality=True):
             _write_equalities(configure(session_of(source)), run, table, chosen=chosen)
-        groups = {g.index: g.key for g in chosen.groups}
-        for f, g in finish(run, groups):
+        for f, g in run.grouped_files():
             written[g].append(f)
         failed: Failed = []
         for n, batch in enumerate(batches):

@@ -7,25 +7,26 @@ sets with such columns each Spark task converts its Arrow batches to the Iceberg
 types (`icecore.data.arrow_schema`: a plain Arrow cast does it, from the Spark forms in
 `spark_jobs.schema`) and writes them with pyarrow.
 
-Everything around the writer stays what Spark's writer does, so the rest of the pipeline
-cannot tell the difference: the partition values are the same Spark columns
-(`PartitionLayout`), rendered into the same `name=value` directories (Spark's own string cast
-and path escaping, so `PartitionLayout.partition_of` and Spark's partition discovery read them
-back), files are rolled at the row limit and at `write.target-file-size-bytes`, named so that
-a task's files sort in the order it wrote them (`superseded_positions` relies on that), and
-described from their footers like any other file -- by the task that wrote them, from the
-footer it still holds, so no Spark job reads them back. The table's Parquet properties (codec
-and level, row group, page and dictionary sizes) are applied.
+A task keeps the rows of each partition in files of their own. A row's partition is given
+either by partition columns (`PartitionLayout`: Spark computes the values, the task reads them
+back with `partition_values`) or by its group (`_group`, an integer column of the rows: one
+(spec, partition) the driver chose before the write, for rows whose partition comes from the
+files they replace or point at). Files are rolled at the row limit and at
+`write.target-file-size-bytes`, named so that a task's files sort in the order it wrote them
+(`superseded_positions` relies on that), and described from their footers -- by the task that
+wrote them, from the footer it still holds, so no Spark job reads them back. The table's
+Parquet properties (codec and level, row group, page and dictionary sizes) are applied.
 
 Position delete files always take this path: their `file_path` and `pos` are required, as
 the spec says, and a job whose only output is delete files then runs no footer job at all.
 
 Where a file goes is the table's location provider's to say (`icecore.location_provider`):
-below the write's own directory (`WritePlan.location`, the run's file set) by default; spread
+below the write's own directory (`WritePlan.location`, the run's file set), under its
+partition's path (Java's `partitionToPath`, `ts_day=2024-01-07/id_bucket=3`) by default; spread
 over hash directories, as `<data>/<hash>/<partition path>/<file name>`, when the table uses
-object storage (`Placement`). Either way a task reports, with each file, the partition
-directory it wrote the file for: the driver reads a file's partition from that, never from
-the file's location.
+object storage. Either way a task reports, with each file, the group of its rows and the
+partition values its partition columns gave, as values (`written_batch`): the driver takes a
+file's partition from those, never from the file's location.
 
 A retried task writes new files under new names; only the files the successful attempts
 report are kept, the others are deleted once the write is done: those below the write's
@@ -52,6 +53,7 @@ from icecore.data.arrow_schema import arrow_schema
 from icecore.data.metrics import MetricsConfig, decode, metrics_of
 from icecore.io import FileIO
 from icecore.location_provider import LocationProvider
+from icecore.spec.conversions import value_to_json
 from icecore.spec.partitioning import PartitionSpec
 from icecore.spec.properties import (
     PARQUET_COMPRESSION,
@@ -64,14 +66,12 @@ from icecore.spec.schema import Schema
 from icecore.spec.types import DoubleType, FloatType, NestedField, StructType
 from spark_jobs.common.errors import JobError
 from spark_jobs.common.worker import cheap_cache_invalidation, worker_io
-from spark_jobs.writing.layout import DEFAULT_PARTITION, partition_values
+from spark_jobs.writing.layout import partition_values
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
 _MAX_OPEN = 16
-# Characters Spark escapes in partition directory names (ExternalCatalogUtils.escapePathName).
-_ESCAPED = frozenset([chr(c) for c in range(1, 32)] + list("\"#%'*/:=?\\\x7f{[]^"))
 _CODECS = {
     "zstd": "zstd",
     "snappy": "snappy",
@@ -82,11 +82,6 @@ _CODECS = {
     "uncompressed": "none",
     "none": "none",
 }
-
-
-def escape_path_name(text: str) -> str:
-    """Spark's escaping of a partition directory name or value (`%XX` for a few characters)."""
-    return "".join(f"%{ord(c):02X}" if c in _ESCAPED else c for c in text)
 
 
 def writer_options(properties: Mapping[str, str]) -> dict[str, Any]:
@@ -106,46 +101,48 @@ def writer_options(properties: Mapping[str, str]) -> dict[str, Any]:
     }
 
 
-@dataclass(frozen=True)
-class Placement:
-    """Where files go in an object-storage table: the table's location provider, and the
-    partition path (Java's `partitionToPath`, `ts_hour=2024-01-07-10`) of each partition
-    directory a task makes: given in `paths` for the directories known before the write (a
-    group's, `_group=7`), else read back from the directories of `spec`'s values. Directory
-    levels named in `hidden` group rows but are no partition (`_group`): they are no part of
-    a path."""
+# What a task knows of the rows of one file: their group (None when the rows carry none) and
+# their partition columns' values as Spark renders them (`PartitionLayout`).
+FileKey = tuple[int | None, tuple[str | None, ...]]
 
-    provider: LocationProvider
+
+@dataclass(frozen=True)
+class FilePartitions:
+    """How a task names the partition of a file and the path (Java's `partitionToPath`) the
+    file goes under: from the rows' partition columns, values of `spec` for rows of `schema`;
+    else, for rows of a group, the group's path in `group_paths` (its partition is the
+    driver's, known before the write); else none."""
+
     spec: PartitionSpec
     schema: Schema
-    paths: Mapping[str, str] = field(default_factory=dict)
-    hidden: tuple[str, ...] = ()
+    group_paths: Mapping[int, str] = field(default_factory=dict)
 
-    def location(self, directory: str, name: str) -> str:
-        path = self.paths.get(directory)
-        if path is None:
-            parts = [p for p in directory.split("/") if p and p.split("=")[0] not in self.hidden]
-            values = partition_values(self.spec, self.schema, parts) if parts else None
-            path = self.spec.partition_path(values, self.schema) if values is not None else ""
-        return self.provider.new_data_location(name, path)
+    def of(self, key: FileKey) -> tuple[str, list[Any] | None]:
+        """The partition path of a file of `key`'s rows, and the partition values (Iceberg's
+        JSON single-value forms) its task reports, None when its partition is its group's."""
+        group, texts = key
+        if texts:
+            values = partition_values(self.spec, self.schema, texts)
+            types = [f.field_type for f in self.spec.partition_type(self.schema).fields]
+            reported = [value_to_json(t, v) for t, v in zip(types, values, strict=True)]
+            return self.spec.partition_path(values, self.schema), reported
+        if group is not None and self.group_paths:
+            return self.group_paths[group], None
+        return "", None
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "provider": self.provider.to_json(),
             "spec": self.spec.to_json(),
             "schema": self.schema.to_json(),
-            "paths": dict(self.paths),
-            "hidden": list(self.hidden),
+            "group_paths": [[g, p] for g, p in self.group_paths.items()],
         }
 
     @classmethod
-    def from_json(cls, obj: Mapping[str, Any]) -> Placement:
+    def from_json(cls, obj: Mapping[str, Any]) -> FilePartitions:
         return cls(
-            LocationProvider.from_json(obj["provider"]),
             PartitionSpec.from_json(obj["spec"]),
             Schema.from_json(obj["schema"]),
-            obj["paths"],
-            tuple(obj["hidden"]),
+            {g: p for g, p in obj["group_paths"]},
         )
 
 
@@ -164,7 +161,9 @@ class WritePlan:
     row_group_bytes: int
     max_records: int | None
     target_bytes: int | None
-    placement: dict[str, Any] | None = None  # `Placement.to_json()`; None: below `location`
+    partitions: dict[str, Any]  # `FilePartitions.to_json()`
+    hashed: dict[str, Any] | None = None  # `LocationProvider.to_json()`; None: below `location`
+    grouped: bool = False  # the rows carry their group (`_group` column)
 
     @classmethod
     def of(
@@ -180,10 +179,12 @@ class WritePlan:
         table_properties: Mapping[str, str],
         max_records: int | None,
         target_bytes: int | None,
-        placement: Placement | None = None,
+        partitions: FilePartitions,
+        hashed: LocationProvider | None = None,
+        grouped: bool = False,
     ) -> WritePlan:
-        """The plan of files below `location` (or placed by `placement`), with the table's
-        Parquet properties."""
+        """The plan of files below `location` (or where the object-storage provider `hashed`
+        puts them), with the table's Parquet properties."""
         return cls(
             location=location,
             schema=schema.to_json(),
@@ -196,11 +197,14 @@ class WritePlan:
             row_group_bytes=PARQUET_ROW_GROUP_SIZE_BYTES.read(table_properties),
             max_records=max_records,
             target_bytes=target_bytes,
-            placement=None if placement is None else placement.to_json(),
+            partitions=partitions.to_json(),
+            hashed=None if hashed is None else hashed.to_json(),
+            grouped=grouped,
         )
 
-    def placed(self) -> Placement | None:
-        return None if self.placement is None else Placement.from_json(self.placement)
+    def provider(self) -> LocationProvider | None:
+        """The object-storage location provider; None: files go below `location`."""
+        return None if self.hashed is None else LocationProvider.from_json(self.hashed)
 
     def to_json(self) -> str:
         return json.dumps(self.__dict__)
@@ -220,7 +224,8 @@ class _OpenFile:
     pruning on `isNaN` trusts it)."""
 
     location: str
-    directory: str
+    key: FileKey
+    partition: list[Any] | None  # the values reported (`FilePartitions.of`)
     sink: Any
     writer: pq.ParquetWriter
     footers: list[pq.FileMetaData]
@@ -281,7 +286,7 @@ def _task_partition() -> int:
 
 
 class TaskWriter:
-    """The files of one task: one open file per partition directory, rolled when full.
+    """The files of one task: one open file per group and partition, rolled when full.
 
     Memory stays bounded whatever the input order: the rows buffered across all open files
     never exceed one row group (all buffers are flushed when they do), and at most
@@ -299,15 +304,21 @@ class TaskWriter:
         self.float_paths = _float_paths(self.iceberg_schema.fields)
         self.prefix = f"part-{_task_partition():05d}-{uuid.uuid4()}"
         self.sequence = 0
-        self.placement = plan.placed()
-        self.open: dict[str, _OpenFile] = {}
-        self.done: list[tuple[str, str, str]] = []  # (location, directory, metrics as JSON)
+        self.partitions = FilePartitions.from_json(plan.partitions)
+        self.provider = plan.provider()
+        self.open: dict[FileKey, _OpenFile] = {}
+        self.done: list[Reported] = []
 
-    def add(self, directory: str, rows: pa.Table) -> None:
+    def add(
+        self, rows: pa.Table, *, group: int | None = None, values: Sequence[str | None] = ()
+    ) -> None:
+        """Write `rows`, all of `group` (if the write has groups) and of the partition whose
+        partition columns' values are `values` (Spark's renderings, if it has such columns)."""
+        key = (group, tuple(values))
         start = 0
         while start < rows.num_rows:
-            current = self.open.pop(directory, None) or self._start(directory)
-            self.open[directory] = current  # most recently written last
+            current = self.open.pop(key, None) or self._start(key)
+            self.open[key] = current  # most recently written last
             room = rows.num_rows - start
             if self.plan.max_records:
                 room = min(room, self.plan.max_records - current.records)
@@ -322,9 +333,9 @@ class TaskWriter:
             full = self.plan.max_records and current.records >= self.plan.max_records
             large = self.plan.target_bytes and current.sink.tell() >= self.plan.target_bytes
             if full or large:
-                self._finish(directory)
+                self._finish(key)
 
-    def _start(self, directory: str) -> _OpenFile:
+    def _start(self, key: FileKey) -> _OpenFile:
         if len(self.open) >= _MAX_OPEN:
             self._finish(next(iter(self.open)))
         # Zero-padded sequence: a task's files sort in the order it wrote them.
@@ -332,29 +343,30 @@ class TaskWriter:
         suffix = "parquet" if codec == "none" else f"{codec}.parquet"
         name = f"{self.prefix}-c{self.sequence:06d}.{suffix}"
         self.sequence += 1
-        if self.placement is not None:
-            location = self.placement.location(directory, name)
+        path, partition = self.partitions.of(key)
+        if self.provider is not None:
+            location = self.provider.new_data_location(name, path)
         else:
-            relative = f"{directory}/{name}" if directory else name
-            location = f"{self.plan.location}/{relative}"
+            location = f"{self.plan.location}/{f'{path}/{name}' if path else name}"
         sink = self.io.open_output(location, overwrite=True)
         footers: list[pq.FileMetaData] = []
         writer = pq.ParquetWriter(
             sink, self.schema, metadata_collector=footers, **self.plan.options
         )
-        return _OpenFile(location, directory, sink, writer, footers, self.float_paths)
+        return _OpenFile(location, key, partition, sink, writer, footers, self.float_paths)
 
-    def _finish(self, directory: str) -> None:
-        opened = self.open.pop(directory)
+    def _finish(self, key: FileKey) -> None:
+        opened = self.open.pop(key)
         size = opened.close()
         metrics = metrics_of(
             opened.footers[0], size, self.iceberg_schema, self.metrics, opened.nan_counts
         )
-        self.done.append((opened.location, opened.directory, json.dumps(metrics)))
+        partition = None if opened.partition is None else json.dumps(opened.partition)
+        self.done.append((opened.location, key[0], partition, json.dumps(metrics)))
 
-    def close(self) -> list[tuple[str, str, str]]:
-        for directory in list(self.open):
-            self._finish(directory)
+    def close(self) -> list[Reported]:
+        for key in list(self.open):
+            self._finish(key)
         return self.done
 
     def abort(self) -> None:
@@ -363,50 +375,56 @@ class TaskWriter:
             opened.sink.close()
 
 
-def _directories(table: pa.Table, names: Sequence[str]) -> tuple[np.ndarray, list[str]]:
-    """Per row, the index of its partition directory in the returned list (first-seen order)."""
-    if not names:
-        return np.zeros(table.num_rows, dtype=np.int64), [""]
+def _keys(table: pa.Table, columns: Sequence[str]) -> tuple[np.ndarray, list[tuple[Any, ...]]]:
+    """Per row, the index of its combination of `columns`' values in the returned list
+    (first-seen order)."""
+    if not columns:
+        return np.zeros(table.num_rows, dtype=np.int64), [()]
     key = np.zeros(table.num_rows, dtype=np.int64)
     dictionaries = []
-    for i, name in enumerate(names):
-        encoded = table.column(f"_dir{i}").combine_chunks().dictionary_encode("encode")
+    for name in columns:
+        encoded = table.column(name).combine_chunks().dictionary_encode("encode")
         indices = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)
         values = encoded.dictionary.to_pylist()
-        dictionaries.append((name, values))
+        dictionaries.append(values)
         key = key * len(values) + indices
     unique, first, inverse = np.unique(key, return_index=True, return_inverse=True)
     order = np.argsort(first)  # the keys in the order their first row comes
     rank = np.empty_like(order)
     rank[order] = np.arange(len(order))
-    directories = []
+    combinations = []
     for combined in unique[order]:
         parts = []
         rest = int(combined)
-        for name, values in reversed(dictionaries):
-            value = values[rest % len(values)]
+        for values in reversed(dictionaries):
+            parts.append(values[rest % len(values)])
             rest //= len(values)
-            text = DEFAULT_PARTITION if value is None else escape_path_name(value)
-            parts.append(f"{escape_path_name(name)}={text}")
-        directories.append("/".join(reversed(parts)))
-    return rank[inverse.reshape(-1)], directories
+        combinations.append(tuple(reversed(parts)))
+    return rank[inverse.reshape(-1)], combinations
+
+
+# The columns a task groups rows by: each partition column as Spark's string cast, the group.
+_PARTITION_COLUMN = "_key_partition{}"
+_GROUP_COLUMN = "_key_group"
 
 
 def _write_batches(batches: Iterator[pa.RecordBatch], payload: str) -> Iterator[pa.RecordBatch]:
     cheap_cache_invalidation()
     plan = WritePlan.from_json(payload)
     writer = TaskWriter(plan)
+    columns = [_PARTITION_COLUMN.format(i) for i in range(len(plan.partition_names))]
+    if plan.grouped:
+        columns.append(_GROUP_COLUMN)
     try:
         for batch in batches:
             table = pa.Table.from_batches([batch])
             rows = table.select(plan.data_columns).rename_columns(writer.schema.names)
             rows = rows.cast(writer.schema)
-            which, directories = _directories(table, plan.partition_names)
-            if len(directories) == 1:
-                writer.add(directories[0], rows)
-                continue
-            for index, directory in enumerate(directories):
-                writer.add(directory, rows.take(np.nonzero(which == index)[0]))
+            which, keys = _keys(table, columns)
+            for index, key in enumerate(keys):
+                part = rows if len(keys) == 1 else rows.take(np.nonzero(which == index)[0])
+                group, values = (key[-1], key[:-1]) if plan.grouped else (None, key)
+                writer.add(part, group=group, values=values)
         written = writer.close()
     except BaseException:
         writer.abort()
@@ -414,25 +432,33 @@ def _write_batches(batches: Iterator[pa.RecordBatch], payload: str) -> Iterator[
     yield written_batch(written)
 
 
-WRITTEN = "location string, directory string, metrics string"  # `written_batch`, for Spark
+# What a task reports of a file: location, group, partition values as JSON, metrics as JSON.
+Reported = tuple[str, int | None, str | None, str]
+WRITTEN = "location string, group int, partition string, metrics string"  # for Spark
 
 
-def written_batch(written: Sequence[tuple[str, str, str]]) -> pa.RecordBatch:
-    """What a writing task reports: each file's location, the partition directory it was
-    written for, and its metrics as JSON."""
-    columns = list(zip(*written, strict=True)) or [(), (), ()]
+def written_batch(written: Sequence[Reported]) -> pa.RecordBatch:
+    """What a writing task reports: each file's location, the group of its rows (null when
+    the write has no groups), the partition values its partition columns gave (a JSON list of
+    Iceberg's single-value forms; null when it has no such columns) and its metrics as JSON."""
+    columns = list(zip(*written, strict=True)) or [(), (), (), ()]
     return pa.RecordBatch.from_arrays(
-        [pa.array(column, pa.string()) for column in columns],
-        names=["location", "directory", "metrics"],
+        [pa.array(c, t) for c, t in zip(columns, _REPORTED_TYPES, strict=True)],
+        names=["location", "group", "partition", "metrics"],
     )
+
+
+_REPORTED_TYPES = (pa.string(), pa.int32(), pa.string(), pa.string())
 
 
 @dataclass(frozen=True)
 class Written:
-    """A file a task wrote: the partition directory it was written for ("" when none) and
-    its metrics as `DataFile` keyword values."""
+    """A file a task wrote: the group of its rows (None when the write has none), the
+    partition values its partition columns gave (JSON forms; None when it has none) and its
+    metrics as `DataFile` keyword values."""
 
-    directory: str
+    group: int | None
+    partition: list[Any] | None
     metrics: dict[str, Any]
 
 
@@ -444,15 +470,18 @@ def write_with_arrow(
     all_optional: bool,
     metrics: MetricsConfig,
     partition_names: Sequence[str],
+    group_column: str | None,
+    partitions: FilePartitions,
     io: FileIO,
     io_properties: Mapping[str, str],
     table_properties: Mapping[str, str],
     max_records: int | None,
     target_bytes: int | None,
-    placement: Placement | None = None,
+    hashed: LocationProvider | None = None,
 ) -> dict[str, Written]:
-    """Write `frame` (the schema's columns, then the partition columns) below `location`, or
-    where `placement` puts them; the files written (sorted by location).
+    """Write `frame` (the schema's columns, then the partition columns and the integer
+    `group_column`, if any) below `location`, or where `hashed` puts them; the files written
+    (sorted by location).
 
     `all_optional` writes every column optional whatever the schema says, as Spark's writer
     does with data files."""
@@ -460,15 +489,19 @@ def write_with_arrow(
 
     from spark_jobs.schema import quote_name  # noqa: PLC0415 (Spark work only)
 
-    data_columns = [c for c in frame.columns if c not in set(partition_names)]
+    keys = {*partition_names, *([group_column] if group_column else [])}
+    data_columns = [c for c in frame.columns if c not in keys]
     if len(data_columns) != len(schema.fields):
         raise JobError(
             f"expected the {len(schema.fields)} columns of the file set, got {data_columns}"
         )
-    directory_columns = [
-        F.col(quote_name(n)).cast("string").alias(f"_dir{i}") for i, n in enumerate(partition_names)
+    key_columns = [
+        F.col(quote_name(n)).cast("string").alias(_PARTITION_COLUMN.format(i))
+        for i, n in enumerate(partition_names)
     ]
-    prepared = frame.select(*(F.col(quote_name(c)) for c in data_columns), *directory_columns)
+    if group_column:
+        key_columns.append(F.col(quote_name(group_column)).cast("int").alias(_GROUP_COLUMN))
+    prepared = frame.select(*(F.col(quote_name(c)) for c in data_columns), *key_columns)
     payload = WritePlan.of(
         location=location,
         schema=schema,
@@ -480,7 +513,9 @@ def write_with_arrow(
         table_properties=table_properties,
         max_records=max_records,
         target_bytes=target_bytes,
-        placement=placement,
+        partitions=partitions,
+        hashed=hashed,
+        grouped=bool(group_column),
     ).to_json()
     reported = prepared.mapInArrow(partial(_write_batches, payload=payload), WRITTEN).collect()
     return kept_files(io, location, reported)
@@ -491,7 +526,11 @@ def kept_files(io: FileIO, location: str, reported: Sequence[Any]) -> dict[str, 
     location; every other file below `location` (failed or duplicate attempts) is deleted."""
     rows = sorted(reported, key=lambda row: row["location"])
     kept = {
-        row["location"]: Written(row["directory"], decode(json.loads(row["metrics"])))
+        row["location"]: Written(
+            row["group"],
+            None if row["partition"] is None else json.loads(row["partition"]),
+            decode(json.loads(row["metrics"])),
+        )
         for row in rows
     }
     _delete_strays(io, location, list(kept))

@@ -49,6 +49,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from icecore.io import FileIO
+from icecore.location_provider import LocationProvider
 from icecore.spec.delete_targets import referenced_data_file
 from icecore.spec.deletion_vectors import DeletionVector, dv_blob, read_dv
 from icecore.spec.manifest import DataFile, FileContent, FileFormat, content_key
@@ -58,7 +59,6 @@ from icecore.spec.types import LongType, NestedField, StringType
 from spark_jobs.common.errors import JobError
 from spark_jobs.common.worker import cheap_cache_invalidation, worker_io
 from spark_jobs.reading.live_files import require_parquet
-from spark_jobs.writing.arrow_files import Placement
 from spark_jobs.writing.files import RunFiles
 
 if TYPE_CHECKING:
@@ -153,11 +153,11 @@ def write_deletion_vectors(
         rows = rows.unionByName(frame)
     rows = rows.repartition(F.col(FILE_PATH)).sortWithinPartitions(FILE_PATH)
     location = f"{run.location}/{name}"
-    placement = run.placement()
+    hashed = run.hashed
     payload = json.dumps(
         {
             "location": location,
-            "placement": None if placement is None else placement.to_json(),
+            "hashed": None if hashed is None else hashed.to_json(),
             "io": run.io_properties,
             "buckets": {p: t.bucket for p, t in targets.items() if t.bucket},
             "dvs": _previous_dvs(targets),
@@ -291,10 +291,10 @@ class PuffinTaskWriter:
         io: FileIO,
         buckets: Mapping[str, int],
         previous: Mapping[str, Sequence[Any]],
-        placement: Placement | None = None,
+        hashed: LocationProvider | None = None,
     ) -> None:
-        self.location = location  # the directory of the Puffin files, unless placed
-        self.placement = placement
+        self.location = location  # the directory of the Puffin files, unless hashed
+        self.hashed = hashed
         self.io = io
         self.buckets = buckets
         self.previous = previous
@@ -327,8 +327,8 @@ class PuffinTaskWriter:
             name = f"{uuid.uuid4()}{_SUFFIX}"
             location = (
                 f"{self.location}/{name}"
-                if self.placement is None
-                else self.placement.location("", name)
+                if self.hashed is None
+                else self.hashed.new_data_location(name, "")
             )
             writer = self.writers[bucket] = PuffinWriter(self.io, location, overwrite=True)
             self.blobs[bucket] = []
@@ -352,8 +352,8 @@ def _write_task(batches: Iterator[pa.RecordBatch], payload: str) -> Iterator[pa.
     cheap_cache_invalidation()
     plan = json.loads(payload)
     io = worker_io(plan["io"])
-    placement = None if plan["placement"] is None else Placement.from_json(plan["placement"])
-    writer = PuffinTaskWriter(plan["location"], io, plan["buckets"], plan["dvs"], placement)
+    hashed = None if plan["hashed"] is None else LocationProvider.from_json(plan["hashed"])
+    writer = PuffinTaskWriter(plan["location"], io, plan["buckets"], plan["dvs"], hashed)
     try:
         for batch in batches:
             for path, positions, new in _runs(batch):

@@ -2,9 +2,10 @@
 
 Files go where the table's location provider says (`icecore.location_provider`: the data
 location is `write.data.path`, or `<location>/data`). By default each job run writes below its
-own directory there, `<data location>/<job>-<uuid>/<file set>/`, with the partition
-directories under it: a failed or abandoned run is removed by deleting it. A table with
-`write.object-storage.enabled` has no such directory: each file goes under hash directories,
+own directory there, `<data location>/<job>-<uuid>/<file set>/<partition path>/<file name>`
+(the partition path Java's `partitionToPath`, `ts_day=2024-01-07/id_bucket=3`): a failed or
+abandoned run is removed by deleting it. A table with `write.object-storage.enabled` has no
+such directory: each file goes under hash directories,
 `<data location>/<hash>/<partition path>/<file name>`, as Java writes them, and the run
 deletes its files one by one. Nothing in the table references these files until the commit,
 so a job killed at any point before it leaves the table as it was.
@@ -13,8 +14,10 @@ Every file is written by the Spark tasks with pyarrow through the table's FileIO
 (`arrow_files`), never through a Hadoop FileSystem: an `s3://`, `gs://` or `abfss://` table
 needs no Hadoop connector, and the files get Iceberg's own Parquet types (uuid, fixed, time,
 field ids on list and map fields). The tasks describe their files (footer metrics) as they
-close them. The table's Parquet properties (codec and level, row group, page and dictionary
-sizes) apply, and `write.target-file-size-bytes` rolls files.
+close them, with the group of the file's rows and the values of its partition: a file's
+partition tuple comes from those, never from its path. The table's Parquet properties (codec
+and level, row group, page and dictionary sizes) apply, and `write.target-file-size-bytes`
+rolls files.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from icecore.data.metrics import MetricsConfig
 from icecore.errors import FileError
 from icecore.io import FileIO
 from icecore.location_provider import LocationProvider, table_locations
+from icecore.spec.conversions import value_from_json
 from icecore.spec.delete_targets import single_path
 from icecore.spec.manifest import DataFile, FileContent, FileFormat
 from icecore.spec.metadata import TableMetadata
@@ -37,20 +41,25 @@ from icecore.spec.properties import WRITE_TARGET_FILE_SIZE_BYTES
 from icecore.spec.schema import Schema
 from icecore.spec.types import NestedField
 from spark_jobs.common.errors import JobError
-from spark_jobs.writing.arrow_files import Placement, Written, write_with_arrow
+from spark_jobs.reading.live_files import PartitionKey
+from spark_jobs.writing.arrow_files import FilePartitions, Written, write_with_arrow
 from spark_jobs.writing.layout import PartitionLayout
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-# The directory level that groups a write's rows by (spec, partition) group: part of a run's
-# own directories, never of a table's partition path.
+# The integer column of rows written by (spec, partition) group (`FileSet.groups`).
 GROUP = "_group"
 
 
 @dataclass(frozen=True)
 class FileSet:
-    """One kind of file a write produces, and how its manifest entries are described."""
+    """One kind of file a write produces, and how its manifest entries are described.
+
+    A file's partition is that of its rows' partition columns (`layout`, of `spec`), else,
+    when the rows carry their group (`groups` is not None: a `_group` column), its group's
+    key in `groups`, else none. Rows rewritten into another spec carry both: partition
+    columns for the partition, the group for the caller (`RunFiles.grouped_files`)."""
 
     name: str
     content: FileContent
@@ -60,10 +69,16 @@ class FileSet:
     metrics: MetricsConfig
     equality_ids: list[int] | None = None
     sort_order_id: int | None = None
+    groups: Mapping[int, PartitionKey] | None = None
 
     @classmethod
     def position_deletes(
-        cls, spec: PartitionSpec, layout: PartitionLayout | None, name: str = "position-deletes"
+        cls,
+        spec: PartitionSpec,
+        layout: PartitionLayout | None,
+        name: str = "position-deletes",
+        *,
+        groups: Mapping[int, PartitionKey] | None = None,
     ) -> FileSet:
         """Position delete files: the spec's reserved schema, every metric kept (readers
         bound `file_path` to find the data files a delete file can touch)."""
@@ -74,6 +89,7 @@ class FileSet:
             spec,
             layout,
             MetricsConfig.full(),
+            groups=groups,
         )
 
     @classmethod
@@ -84,6 +100,8 @@ class FileSet:
         spec: PartitionSpec,
         layout: PartitionLayout | None,
         metrics: MetricsConfig,
+        *,
+        groups: Mapping[int, PartitionKey] | None = None,
     ) -> FileSet:
         """Equality delete files of `key_fields`, which are also their equality ids."""
         return cls(
@@ -94,6 +112,7 @@ class FileSet:
             layout,
             metrics,
             equality_ids=[f.field_id for f in key_fields],
+            groups=groups,
         )
 
 
@@ -164,12 +183,14 @@ class RunFiles:
             all_optional=not positions,
             metrics=file_set.metrics,
             partition_names=file_set.layout.names if file_set.layout is not None else [],
+            group_column=None if file_set.groups is None else GROUP,
+            partitions=self.partitions(file_set),
             io=self.io,
             io_properties=self.io_properties,
             table_properties=self.metadata.properties,
             max_records=max_records,
             target_bytes=None if positions else target,
-            placement=self.placement(file_set),
+            hashed=self.hashed,
         )
         self.add(file_set, described)
         return list(described)
@@ -188,29 +209,43 @@ class RunFiles:
         """The file set's directory below the run's (unused with hashed locations)."""
         return f"{self.location}/{file_set.name}"
 
-    def placement(self, file_set: FileSet | None = None) -> Placement | None:
-        """Where the tasks put files of `file_set` (or files of no partition, as deletion
-        vectors): None for below `location_of`; else hashed by the table's location provider,
-        under the Java path of the file's partition."""
-        if not self.locations.hashed:
-            return None
-        if file_set is None:
-            return Placement(self.locations, self.metadata.spec(), self.metadata.schema())
-        layout = file_set.layout
-        paths = layout.partition_paths(self.metadata) if layout is not None else {}
-        schema = self.metadata.schema()
-        return Placement(self.locations, file_set.spec, schema, paths, (GROUP,))
+    @property
+    def hashed(self) -> LocationProvider | None:
+        """The table's location provider when it hashes file locations (object storage);
+        None when files go below `location`."""
+        return self.locations if self.locations.hashed else None
 
-    def directory_of(self, location: str) -> str:
-        """The partition directory the task wrote the file at `location` for."""
-        return self._described[location].directory
+    def partitions(self, file_set: FileSet) -> FilePartitions:
+        """How the tasks name the partition and partition path of files of `file_set`: the
+        groups' paths are known before the write."""
+        schema = self.metadata.schema()
+        paths = {
+            group: self.metadata.spec_by_id(spec_id).partition_path(values, schema)
+            for group, (spec_id, values) in (file_set.groups or {}).items()
+        }
+        return FilePartitions(file_set.spec, schema, paths)
 
     def files(self) -> list[DataFile]:
-        """Every file written so far as a DataFile, with the metrics its task reported and the
-        partition its directory names."""
-        return [
-            _data_file(path, file_set, self._described[path]) for path, file_set in self._written
-        ]
+        """Every file written so far as a DataFile, with the metrics and partition its task
+        reported."""
+        return [file for file, _ in self._files()]
+
+    def grouped_files(self) -> list[tuple[DataFile, int]]:
+        """Every file written so far (by writes whose rows carry groups), with its group."""
+        out = []
+        for file, group in self._files():
+            if group is None:
+                raise JobError(f"{file.file_path} was written without a group")
+            out.append((file, group))
+        return out
+
+    def _files(self) -> list[tuple[DataFile, int | None]]:
+        schema = self.metadata.schema()
+        out = []
+        for path, file_set in self._written:
+            written = self._described[path]
+            out.append((_data_file(path, file_set, written, schema), written.group))
+        return out
 
     def discard(self) -> None:
         """Delete everything this run wrote (best effort: what stays is only an orphan)."""
@@ -226,12 +261,17 @@ class RunFiles:
             raise FileError(self.location, f"cannot delete the run's files: {exc}") from exc
 
 
-def _data_file(location: str, file_set: FileSet, written: Written) -> DataFile:
-    layout = file_set.layout
-    if layout is not None and layout.is_partitioned:
-        name = location.rsplit("/", 1)[-1]
-        relative = f"{written.directory}/{name}" if written.directory else name
-        partition = layout.partition_of(relative)
+def _data_file(location: str, file_set: FileSet, written: Written, schema: Schema) -> DataFile:
+    """The DataFile of a file a task wrote: its partition is the values its task reported,
+    else its group's, else none (see `FileSet`)."""
+    spec_id = file_set.spec.spec_id
+    if written.partition is not None:
+        types = [f.field_type for f in file_set.spec.partition_type(schema).fields]
+        partition = tuple(
+            value_from_json(t, v) for t, v in zip(types, written.partition, strict=True)
+        )
+    elif file_set.layout is None and file_set.groups and written.group is not None:
+        spec_id, partition = file_set.groups[written.group]
     else:
         partition = tuple(None for _ in file_set.spec.fields)
     described = written.metrics
@@ -246,6 +286,6 @@ def _data_file(location: str, file_set: FileSet, written: Written) -> DataFile:
         equality_ids=file_set.equality_ids,
         sort_order_id=file_set.sort_order_id,
         referenced_data_file=referenced,
-        spec_id=file_set.spec.spec_id,
+        spec_id=spec_id,
         **described,
     )

@@ -1,18 +1,15 @@
-"""How a partition spec becomes Spark's directory layout, and directories become partitions.
+"""The partition columns a write's rows carry, and how their values become partition tuples.
 
-Spark's writer puts each partition in a `name=value` directory and leaves the partition
-columns out of the files. Iceberg keeps source columns in the files and records partition
-tuples in manifests, so the writer is given extra columns holding the partition values
-(named after the partition fields, `ts_day`, `id_bucket_16`, ..., or `<name>_partition` when
-that name is a table column, as identity fields are), and the tuple of each file is read
-back from its directory.
+Iceberg keeps source columns in the files and records partition tuples in manifests, so the
+rows to write get extra columns holding the partition values (named after the partition
+fields, `ts_day`, `id_bucket_16`, ..., or `<name>_partition` when that name is a table
+column, as identity fields are). The writing task keeps each combination of their values in
+files of its own, and reads the values back (`partition_values`) for the tuple it reports
+and the partition path its files go under.
 
-That round trip must be exact, so values are rendered in forms Spark writes unambiguously:
-numbers, booleans and dates as Spark renders them; timestamps (and times) as microseconds;
-binary, fixed and uuid as base64. Spark writes an empty string as the null directory
-`__HIVE_DEFAULT_PARTITION__`, so strings that are empty, equal to that name, or start with the
-marker U+0001 get the marker prefixed (Spark escapes it as `%01`); everything else keeps its
-plain, readable value.
+The values travel as Spark's string cast of these columns, so they are rendered in forms that
+cast back exactly: numbers, booleans and dates as Spark renders them; timestamps (and times)
+as microseconds; binary, fixed and uuid as base64; strings as they are. Null stays null.
 """
 
 from __future__ import annotations
@@ -25,10 +22,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
-from urllib.parse import unquote
 
 from icecore.spec.conversions import decimal_to_unscaled, unscaled_to_decimal
-from icecore.spec.metadata import TableMetadata
 from icecore.spec.partitioning import PartitionField, PartitionSpec
 from icecore.spec.schema import Schema
 from icecore.spec.transforms import IdentityTransform
@@ -54,8 +49,6 @@ from spark_jobs.common.errors import JobError
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
 
-DEFAULT_PARTITION = "__HIVE_DEFAULT_PARTITION__"
-MARK = "\x01"
 _DATE = re.compile(r"(-?\d+)-(\d{2})-(\d{2})")
 
 
@@ -108,46 +101,31 @@ class PartitionLayout:
     def with_partition_columns(self, df: DataFrame) -> DataFrame:
         return df.select("*", *(c.value.alias(c.name) for c in self.columns))
 
-    def partition_paths(self, metadata: TableMetadata) -> dict[str, str]:
-        """The table's partition path (`PartitionSpec.partition_path`) of each directory
-        known before the write, for hashed locations; none here: the tasks render the path of
-        the directories they make (`partition_values`)."""
-        return {}
-
-    def partition_of(self, relative_path: str) -> tuple[Any, ...]:
-        """The partition tuple of a file from its directories and name (as its writing task
-        reported them)."""
-        return partition_values(self.spec, self.schema, relative_path.split("/")[:-1])
-
 
 def partition_values(
-    spec: PartitionSpec, schema: Schema, directories: Sequence[str]
+    spec: PartitionSpec, schema: Schema, texts: Sequence[str | None]
 ) -> tuple[Any, ...]:
-    """The partition tuple that `name=value` directories, one per non-void field of `spec` in
-    order, render (the writer's rendering, see the module doc). Needs no Spark: the writing
-    tasks read their own directories back to name Java's partition path."""
+    """The partition tuple whose partition columns, one per non-void field of `spec` in
+    order, Spark renders as `texts` (the rendering, see the module doc; None is null). Needs
+    no Spark: the writing tasks read their rows' values back to name Java's partition path."""
     fields = [
         (f, result.field_type)
         for f, result in zip(spec.fields, spec.partition_type(schema).fields, strict=True)
         if not f.transform.is_void
     ]
-    where = "/".join(directories)
-    if len(directories) != len(fields):
-        raise JobError(f"{where}: expected {len(fields)} partition directories")
-    parsed = {}
-    for (field, result), directory in zip(fields, directories, strict=True):
-        _, sep, raw = directory.partition("=")
-        if not sep:
-            raise JobError(f"{where}: {directory!r} is not a name=value directory")
-        text = unquote(raw)
-        parsed[field.field_id] = None if text == DEFAULT_PARTITION else _parser(result)(text)
+    if len(texts) != len(fields):
+        raise JobError(f"{list(texts)}: expected {len(fields)} partition values")
+    parsed = {
+        field.field_id: None if text is None else _parser(result)(text)
+        for (field, result), text in zip(fields, texts, strict=True)
+    }
     return tuple(parsed.get(f.field_id) for f in spec.fields)
 
 
 def _path_value(
     field: PartitionField, source_sql: str, source_type: IcebergType, result: IcebergType
 ) -> Column:
-    """The Spark column whose directory rendering encodes the partition value exactly."""
+    """The Spark column whose string cast encodes the partition value exactly."""
     from pyspark.sql import functions as F  # noqa: PLC0415 (Spark work only)
 
     from spark_jobs.writing.transforms import micros_sql, transform_column  # noqa: PLC0415 (Spark work only)
@@ -158,21 +136,8 @@ def _path_value(
         return F.expr(micros_sql(source_sql, source_type))
     value = transform_column(field.transform, source_sql, source_type)
     if isinstance(result, BinaryType | FixedType | UUIDType):
-        return _marked(F.base64(value))
-    if isinstance(result, StringType):
-        return _marked(value)
+        return F.base64(value)
     return value
-
-
-def _marked(text: Column) -> Column:
-    from pyspark.sql import functions as F  # noqa: PLC0415 (Spark work only)
-
-    ambiguous = (text == F.lit("")) | (text == F.lit(DEFAULT_PARTITION)) | text.startswith(MARK)
-    return F.when(ambiguous, F.concat(F.lit(MARK), text)).otherwise(text)
-
-
-def _unmark(text: str) -> str:
-    return text[1:] if text.startswith(MARK) else text
 
 
 def _parser(result: IcebergType) -> Callable[[str], Any]:
@@ -189,11 +154,11 @@ def _parser(result: IcebergType) -> Callable[[str], Any]:
     if isinstance(result, DecimalType):
         return lambda text: unscaled_to_decimal(result, decimal_to_unscaled(result, Decimal(text)))
     if isinstance(result, StringType):
-        return _unmark
+        return str
     if isinstance(result, BinaryType | FixedType):
-        return lambda text: base64.b64decode(_unmark(text))
+        return base64.b64decode
     if isinstance(result, UUIDType):
-        return lambda text: uuid.UUID(bytes=base64.b64decode(_unmark(text)))
+        return lambda text: uuid.UUID(bytes=base64.b64decode(text))
     raise JobError(f"partition values of type {result} are not supported by the Spark jobs")
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import datetime as dt
 import random
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -195,6 +195,20 @@ def live(table: Table) -> dict[FileContent, list[ManifestEntry]]:
         for entry in read_manifest(table.io, manifest, spec=spec, live_only=True):
             out[entry.data_file.content].append(entry)
     return out
+
+
+def assert_under_partition_paths(table: Table, files: Iterable[DataFile]) -> None:
+    """Each file (but a DV, in a Puffin file of many partitions) lies directly below the path
+    Java gives its manifest partition (`partitionToPath`), as Java's writers put it; none below
+    a directory of the job's own (a `_group=` one)."""
+    schema = table.metadata.schema()
+    for f in files:
+        assert "_group" not in f.file_path, f.file_path
+        spec = table.metadata.spec_by_id(f.spec_id)
+        if f.is_deletion_vector or spec.is_unpartitioned:
+            continue
+        directory = f.file_path.rsplit("/", 1)[0]
+        assert directory.endswith("/" + spec.partition_path(f.partition, schema)), f.file_path
 
 
 @contextmanager

@@ -29,7 +29,7 @@ from spark_jobs.convert_equality_deletes import job as equality_conversion
 from spark_jobs.convert_equality_deletes import run as convert_equality_deletes
 from spark_jobs.ingest.table_setup import create_table
 from spark_jobs.specs.jobs import ConvertEqualityDeletesOptions
-from tests.spark.delete_tables import TABLE, build, cdc, live, rows
+from tests.spark.delete_tables import TABLE, assert_under_partition_paths, build, cdc, live, rows
 from tests.support.duckdb import duck_connection  # noqa: F401 - provides the `duck` fixture
 from tests.support.reader import scan_rows
 from tests.support.spark_connect import JobRun, SparkConnectServer
@@ -118,6 +118,9 @@ def _convert_and_check(
     assert snapshot.sequence_number == start.sequence_number + 1
     _check_sequence_numbers(table, before_files)
     _check_files_as_described(table, before_files)
+    old = {e.data_file.file_path for e in before_files[FileContent.POSITION_DELETES]}
+    added = [e.data_file for e in after_files[FileContent.POSITION_DELETES]]
+    assert_under_partition_paths(table, [f for f in added if f.file_path not in old])
     # Nothing left to do: a second run commits nothing.
     again = convert_equality_deletes(spark, catalog, ConvertEqualityDeletesOptions(TABLE))
     assert again["status"] == "no-equality-deletes"

@@ -36,7 +36,15 @@ from spark_jobs.schema import conform
 from spark_jobs.specs.argv import parse_job_args
 from spark_jobs.specs.jobs import JOBS, RewriteDataFilesOptions
 from spark_jobs.writing.files import FileSet, RunFiles
-from tests.spark.delete_tables import TABLE, batch, cdc, create, live, rows
+from tests.spark.delete_tables import (
+    TABLE,
+    assert_under_partition_paths,
+    batch,
+    cdc,
+    create,
+    live,
+    rows,
+)
 from tests.support.batches import Model
 from tests.support.duckdb import duck_connection  # noqa: F401 - provides the `duck` fixture
 from tests.support.reader import scan_rows
@@ -128,6 +136,8 @@ def test_two_specs_rewritten_into_the_current_one(
     assert rows(table, duck) == before
     after = live(table)
     assert {e.data_file.spec_id for e in after[FileContent.DATA]} == {current}
+    assert {e.data_file.partition[1] for e in after[FileContent.DATA]} != {None}
+    assert_under_partition_paths(table, [e.data_file for e in after[FileContent.DATA]])
     assert result["rewritten_data_files"] == len(files[FileContent.DATA])
     assert len(after[FileContent.DATA]) < len(files[FileContent.DATA])
     assert not after[FileContent.POSITION_DELETES] and not after[FileContent.EQUALITY_DELETES]
@@ -138,7 +148,9 @@ def test_two_specs_rewritten_into_the_current_one(
     )
     job_runner("rewrite_data_files", options)
     table = catalog.load_table(TABLE)
-    assert {e.data_file.spec_id for e in live(table)[FileContent.DATA]} == {0}
+    data = [e.data_file for e in live(table)[FileContent.DATA]]
+    assert {f.spec_id for f in data} == {0} and len({f.partition for f in data}) == 2
+    assert_under_partition_paths(table, data)
     assert rows(table, duck) == before
 
 

@@ -25,6 +25,7 @@ from spark_jobs.specs import OptionError
 from spark_jobs.specs.jobs import RewritePositionDeletesOptions
 from tests.spark.delete_tables import (
     TABLE,
+    assert_under_partition_paths,
     batch,
     before_swap,
     build,
@@ -99,6 +100,7 @@ def test_merges_drops_dangling_and_keeps_rows(
     assert result["dropped_position_deletes"] >= still_named
     old = set(seqs)
     new = [e for e in after[FileContent.POSITION_DELETES] if e.data_file.file_path not in old]
+    assert_under_partition_paths(table, [e.data_file for e in new])
     assert len(after[FileContent.POSITION_DELETES]) < len(before[FileContent.POSITION_DELETES])
     assert victim.file_path not in {
         r
