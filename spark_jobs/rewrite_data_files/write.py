@@ -18,8 +18,8 @@ Bin-packing into the group's own spec needs no shuffle: those groups are rewritt
 tasks that read, apply the deletes and write in Arrow (`in_tasks`), their rows never entering
 the JVM. The rest go through Spark, arranged as Iceberg does: rewriting into another spec
 hash-partitions by the new partition values, and sort range-partitions by the sort order;
-then the union is sorted within tasks by (`_group`, partition, sort), so Spark's writer adds
-no sort of its own.
+then the union is sorted within tasks by (`_group`, partition, sort), so a task's writer
+finishes one group's file before it starts the next's, each file in the sort order.
 
 On a v3 table the files also get the rows' lineage, as Java's compaction writes it: the
 columns `_row_id` and `_last_updated_sequence_number` (reserved field ids, after the table's
@@ -70,14 +70,12 @@ from spark_jobs.writing.transforms import sort_columns
 GROUPS_PER_JOB = 64
 LOG = logging.getLogger("icefloe.rewrite_data_files")
 RESERVED_COLUMNS = ("file_path", "pos", GROUP, *(f.name for f in ROW_LINEAGE))
-# maxConcurrentOutputFileWriters: Spark writes a task's rows without sorting them by
-# `_group` first. Adaptive execution off: it plans each group's broadcast of the deletes as a
-# stage of its own and reads the delete files once per group; the static plan reuses one
-# broadcast for all groups (and there is no shuffle for it to tune: file counts are
-# explicit). unionOutputPartitioning off: with it, Spark sees that every branch is one
-# partition (`coalesce(1)`) and zips the branches into a single task.
+# Adaptive execution off: it plans each group's broadcast of the deletes as a stage of its
+# own and reads the delete files once per group; the static plan reuses one broadcast for all
+# groups (and there is no shuffle for it to tune: file counts are explicit).
+# unionOutputPartitioning off: with it, Spark sees that every branch is one partition
+# (`coalesce(1)`) and zips the branches into a single task.
 _WRITE_SETTINGS = {
-    "spark.sql.maxConcurrentOutputFileWriters": "16",
     "spark.sql.adaptive.enabled": "false",
     "spark.sql.unionOutputPartitioning": "false",
 }

@@ -157,14 +157,13 @@ def test_two_specs_rewritten_into_the_current_one(
 def test_the_callers_session_never_sees_the_write_settings(
     spark: SparkSession, catalog: SqlCatalog
 ) -> None:
-    """The compaction write needs adaptive execution off and two more settings; they live in
-    a session of its own, so the caller's session, and queries running in it meanwhile,
+    """The compaction write needs adaptive execution and union output partitioning off; they
+    live in a session of its own, so the caller's session, and queries running in it meanwhile,
     keep theirs throughout, and the caller's settings (field ids) still reach the files."""
     _, model = _build(spark, catalog, 3, "bucket(2, id)", seed=5)
     keys = [
         "spark.sql.adaptive.enabled",
         "spark.sql.unionOutputPartitioning",
-        "spark.sql.maxConcurrentOutputFileWriters",
     ]
     spark.conf.set("spark.sql.adaptive.enabled", "true")
     before = {k: spark.conf.get(k, None) for k in keys}
