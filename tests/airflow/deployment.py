@@ -108,7 +108,15 @@ def start_deployment(home: Path) -> Iterator[Deployment]:
     config = home / "tables.yaml"
     config.write_text(json.dumps({"tables": [], "fleets": FLEETS}))
     state_uri = state_store_uri(home)
-    env = {**os.environ, CONFIG_ENV: str(config), STATE_URI_ENV: state_uri}
+    env = {
+        **os.environ,
+        CONFIG_ENV: str(config),
+        STATE_URI_ENV: state_uri,
+        # The DAG files are parsed once, at the start: what the modules change later makes no
+        # DAG they trigger, and parsing them every 30 s (the default) would cost the rest of
+        # the suite a tenth of a core while the deployment waits for the session's end.
+        "AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL": "3600",
+    }
     env.pop(f"AIRFLOW_CONN_{CONN_ID.upper()}", None)
     with airflow_server(env, all_admins=True, scheduler=True, dag_processor=True) as server:
         yield Deployment(server, config, state_uri)

@@ -2,8 +2,8 @@
 deployment, tests/airflow/deployment.py); a DAG triggered through the REST API v2 with a conf
 runs its Spark job to success, and a conf the DAG's form refuses never becomes a run. The
 scheduler's task spark-submits the job, as the deployment does every job (the trigger forms'
-tests check that shape; a second deployment configured for Spark Connect would cost more than
-the spark-submit)."""
+tests check that shape; a deployment of its own on Spark Connect costs more than the
+spark-submit does)."""
 
 from __future__ import annotations
 
