@@ -1,7 +1,7 @@
 """The session's one Airflow deployment: an api-server, a scheduler and a dag-processor
 (`tests/airflow/server.py`), started once by the `deployment` fixture (tests/airflow/conftest.py)
 and shared by every module that tests through them (the Iceberg page, the fleet pages, the
-trigger forms, the REST API). Each start costs tens of seconds on the 2-core test machine.
+trigger forms, the REST API). Each start cost 10-20 s on the 2-core test machine.
 
 What differs between those modules is what the plugin reads per request, so each module sets
 it on the running deployment as an operator would, and the deployment puts back what was there
