@@ -23,6 +23,12 @@ from urllib.parse import urlsplit
 import pytest
 from icefloe_airflow.state_db import STATE_URI_ENV  # imports no Airflow: the settings hold
 
+from tests.airflow.deployment import (
+    Deployment,
+    icefloe_connection,
+    start_deployment,
+    state_store_uri,
+)
 from tests.support.spark_connect import SparkConnectServer
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -62,10 +68,7 @@ def airflow_env(**extra: str) -> dict[str, str]:
 
 def iceberg_connection_json(warehouse: Path, uri: str | None = None, name: str = "default") -> str:
     """The JSON form of an `iceberg` connection (AIRFLOW_CONN_<ID> accepts it)."""
-    extra: dict[str, str] = {"warehouse": str(warehouse), "catalog_name": name}
-    if uri:
-        extra["uri"] = uri
-    return json.dumps({"conn_type": "icefloe", "extra": extra})
+    return json.dumps(icefloe_connection(warehouse, uri=uri, name=name))
 
 
 @pytest.fixture(scope="session")
@@ -84,17 +87,19 @@ def airflow_db() -> Path:
     return AIRFLOW_HOME
 
 
+@pytest.fixture(scope="session")
+def deployment(airflow_db: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]:
+    """The session's one api-server, scheduler and dag-processor (tests/airflow/deployment.py),
+    started when a test first asks for it."""
+    with start_deployment(tmp_path_factory.mktemp("deployment")) as started:
+        yield started
+
+
 @pytest.fixture
 def warehouse(tmp_path: Path) -> Path:
     path = tmp_path / "warehouse"
     path.mkdir()
     return path
-
-
-def state_store_uri(directory: Path) -> str:
-    """A state store of its own in `directory` (`[icefloe] state_uri`), never the catalog's
-    database: what tests record stays theirs, and the store is proven independent of it."""
-    return f"sqlite:///{directory / 'icefloe_state.db'}"
 
 
 @pytest.fixture

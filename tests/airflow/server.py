@@ -67,7 +67,8 @@ class _Process:
 @dataclass
 class AirflowServer:
     """A running api-server: `base_url` (no trailing slash), a JWT `token` for the REST API,
-    and `get`/`post`/`patch` that send it. Paths are relative to `base_url` ("/api/v2/...")."""
+    and `get`/`post`/`patch`/`delete` that send it. Paths are relative to `base_url`
+    ("/api/v2/...")."""
 
     base_url: str
     token: str
@@ -90,6 +91,9 @@ class AirflowServer:
 
     def patch(self, path: str, **kwargs: Any) -> httpx.Response:
         return self.client.patch(path, **kwargs)
+
+    def delete(self, path: str, **kwargs: Any) -> httpx.Response:
+        return self.client.delete(path, **kwargs)
 
     def task_log(self, dag_id: str, run_id: str, task_id: str, try_number: int = 1) -> str:
         """A task's log as a person reads it in the UI: each line's event, then any errors."""

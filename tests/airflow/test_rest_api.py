@@ -1,7 +1,9 @@
-"""A user's click, reproduced: a real api-server, scheduler and dag-processor; a DAG triggered
-through the REST API v2 with a conf runs its Spark job to success, and a conf the DAG's form
-refuses never becomes a run. The scheduler's task runs the job on the session's warm Spark
-Connect server (the deployment's `[icefloe] spark_connect_conn_id`)."""
+"""A user's click, reproduced: a real api-server, scheduler and dag-processor (the session's
+deployment, tests/airflow/deployment.py); a DAG triggered through the REST API v2 with a conf
+runs its Spark job to success, and a conf the DAG's form refuses never becomes a run. The
+scheduler's task spark-submits the job, as the deployment does every job (the trigger forms'
+tests check that shape; a deployment of its own on Spark Connect costs more than the
+spark-submit does)."""
 
 from __future__ import annotations
 
@@ -11,27 +13,26 @@ import pytest
 from pyspark.sql import SparkSession
 
 from icecore.catalog import catalog_from_settings
-from tests.airflow.server import airflow_server
+from tests.airflow.deployment import Deployment, icefloe_connection, state_store_uri
 from tests.airflow.tables import ingest_cdc, table_rows
 
 DAG_ID = "icefloe_convert_equality_deletes"
 TABLE = "db.clicked"
 
-pytestmark = [pytest.mark.usefixtures("airflow_db", "jobs_on_connect"), pytest.mark.servers]
+pytestmark = [pytest.mark.servers, pytest.mark.spark_submit]
 
 
 def test_trigger_with_conf_runs_to_success_and_bad_conf_is_refused(
-    spark: SparkSession,
-    iceberg_connection: Path,
+    spark: SparkSession, deployment: Deployment, warehouse: Path
 ) -> None:
-    catalog = catalog_from_settings(warehouse=str(iceberg_connection))
+    catalog = catalog_from_settings(warehouse=str(warehouse))
     ingest_cdc(spark, catalog, TABLE, 2, size=20, seed=21)
     rows = table_rows(catalog.load_table(TABLE))
     assert catalog.load_table(TABLE).health().totals.equality_deletes.files >= 1
     runs = f"/api/v2/dags/{DAG_ID}/dagRuns"
 
-    # The environment (AIRFLOW_HOME, the connections, the Connect default) is this test's.
-    with airflow_server(scheduler=True, dag_processor=True) as server:
+    connection = icefloe_connection(warehouse, state_uri=state_store_uri(warehouse.parent))
+    with deployment.configured([], connection) as server:
         server.wait_for_dag(DAG_ID)
         # New DAGs start paused: the user unpauses, then triggers.
         assert server.patch(f"/api/v2/dags/{DAG_ID}", json={"is_paused": False}).is_success

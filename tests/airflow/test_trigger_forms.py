@@ -1,6 +1,7 @@
 """Hand triggers as a person makes them: the jobs' trigger forms in Airflow 3's own UI, driven
 by headless Chromium (Debian's, through Playwright) against a real api-server, dag-processor
-and scheduler, and the Iceberg page's "run now".
+and scheduler (the session's deployment, tests/airflow/deployment.py), and the Iceberg page's
+"run now".
 
 Checked: a size typed with its unit (`128MB`) and a decimal ratio reach the job unchanged and
 the run is noted with its table in the run list; wrong values (`events`, `7 days`, `64` bytes,
@@ -12,7 +13,6 @@ Screenshots go to test-artifacts/.
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from collections.abc import Iterator
@@ -22,11 +22,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from icefloe_airflow.state_db import STATE_URI_ENV
 from playwright.sync_api import Page, sync_playwright
 
 from icecore.catalog import SqlCatalog, catalog_from_settings
-from tests.airflow.server import AirflowServer, airflow_server
+from tests.airflow.deployment import Deployment, icefloe_connection, state_store_uri
+from tests.airflow.server import AirflowServer
 from tests.support.samples import PSCHEMA, spec_of
 from tests.support.tables import LocalTable
 
@@ -72,7 +72,7 @@ def small_files(location: Path, files: int) -> LocalTable:
 
 
 @pytest.fixture(scope="module")
-def stack(airflow_db: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+def stack(deployment: Deployment, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     warehouse = tmp_path_factory.mktemp("forms") / "warehouse"
     warehouse.mkdir()
     catalog = catalog_from_settings(uri=None, name="default", warehouse=str(warehouse))
@@ -80,26 +80,12 @@ def stack(airflow_db: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterato
     catalog.create_namespace("db")
     events = small_files(warehouse / "db" / "events", files=6)
     catalog.register_table("db.events", events.metadata_location)
-    connection = json.dumps(
-        {"conn_type": "icefloe", "extra": {"warehouse": str(warehouse), "catalog_name": "default"}}
-    )
-    config = warehouse.parent / "tables.yaml"
-    config.write_text(
-        json.dumps(
-            {
-                "tables": [{"table": "db.events", "schedule": None}],
-                "fleets": [{"iceberg_conn_id": "iceberg_default", "schedule": None}],
-            }
-        )
-    )
-    env = {
-        **os.environ,
-        "AIRFLOW_CONN_ICEBERG_DEFAULT": connection,
-        "ICEFLOE_TABLES_CONFIG": str(config),
-        STATE_URI_ENV: f"sqlite:///{warehouse.parent / 'icefloe_state.db'}",
-    }
+    # Its runs in a state store of their own, the connection's; the deployment's tables.yaml
+    # also declares the fleet of `iceberg_default`.
+    connection = icefloe_connection(warehouse, state_uri=state_store_uri(warehouse.parent))
+    tables = [{"table": "db.events", "schedule": None}]
     with (
-        airflow_server(env, all_admins=True, scheduler=True, dag_processor=True) as server,
+        deployment.configured(tables, connection) as server,
         sync_playwright() as playwright,
     ):
         server.wait_for_dag("icefloe_rewrite_data_files")

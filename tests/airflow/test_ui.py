@@ -1,5 +1,6 @@
-"""The icefloe page, served by a real Airflow api-server with the plugin loaded from plugins/,
-over real tables whose health icecore computes, opened in headless Chromium.
+"""The icefloe page, served by a real Airflow api-server with the plugin loaded from plugins/
+(the session's deployment, tests/airflow/deployment.py), over real tables whose health icecore
+computes, opened in headless Chromium.
 
 The tables are written without Spark (tests/support/tables.py writes real Parquet data,
 position and equality delete files and commits them), registered in a SQLite catalog, and
@@ -12,7 +13,6 @@ The screenshots are kept in test-artifacts/ (or $ICEFLOE_TEST_ARTIFACTS).
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import struct
@@ -31,13 +31,13 @@ import pytest
 from icefloe_airflow.health_model import Assessment, assess
 from icefloe_airflow.policy import JOB_ORDER, MaintenancePolicy
 from icefloe_airflow.state import MaintenanceStore
-from icefloe_airflow.state_db import STATE_URI_ENV
 
 from icecore.catalog import SqlCatalog, catalog_from_settings
 from icecore.catalog.sql import TABLES
 from icecore.health import HealthReport
 from spark_jobs.specs.grammar import describe_size
-from tests.airflow.server import AirflowServer, airflow_server
+from tests.airflow.deployment import Deployment, icefloe_connection, state_store_uri
+from tests.airflow.server import AirflowServer
 from tests.support.samples import PSCHEMA, spec_of
 from tests.support.tables import LocalTable
 
@@ -191,7 +191,7 @@ class UI:
 
 
 @pytest.fixture(scope="module")
-def ui(airflow_db: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[UI]:
+def ui(deployment: Deployment, tmp_path_factory: pytest.TempPathFactory) -> Iterator[UI]:
     warehouse = tmp_path_factory.mktemp("ui") / "warehouse"
     warehouse.mkdir()
     catalog = catalog_from_settings(uri=None, name="default", warehouse=str(warehouse))
@@ -212,32 +212,21 @@ def ui(airflow_db: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[U
                 iceberg_type="TABLE",
             )
         )
-    # The runs live in a state store of their own (a SQLite file beside the catalog's).
-    state_uri = f"sqlite:///{warehouse.parent / 'icefloe_state.db'}"
+    # The runs live in a state store of their own (a SQLite file beside the catalog's), the
+    # connection's.
+    state_uri = state_store_uri(warehouse.parent)
     record_runs(state_uri)
-    config = warehouse.parent / "tables.yaml"
     events = {"table": "db.events", "schedule": "@daily", "thresholds": EVENTS_POLICY}
     ghost = {"table": "db.ghost", "schedule": None}
-    config.write_text(json.dumps({"tables": [events, ghost]}))  # JSON is YAML
-    # conftest put the session's Airflow settings in os.environ; the REST API defines the
-    # connection below, so no environment variable may shadow it.
-    env = {**os.environ, "ICEFLOE_TABLES_CONFIG": str(config), STATE_URI_ENV: state_uri}
-    env.pop("AIRFLOW_CONN_ICEBERG_DEFAULT", None)
-    with airflow_server(env, all_admins=True) as server:
+    # The page first answers with no connection; then the REST API defines it, as a user
+    # would in the UI.
+    tables = [events, ghost]
+    with deployment.configured(tables, connection=None) as server:
         before = server.get("/icefloe/api/tables")
         assert before.status_code == 200, before.text
-        created = server.post(
-            "/api/v2/connections",
-            json={
-                "connection_id": "iceberg_default",
-                "conn_type": "icefloe",
-                "extra": json.dumps({"warehouse": str(warehouse), "catalog_name": "default"}),
-            },
-        )
-        assert created.status_code == 201, created.text
-        fresh = server.get("/icefloe/api/tables", params={"refresh": "true"})
-        assert fresh.status_code == 200, fresh.text
-        yield UI(server, catalog, before.json())
+        connection = icefloe_connection(warehouse, state_uri=state_uri)
+        with deployment.configured(tables, connection):
+            yield UI(server, catalog, before.json())
     catalog.close()
 
 

@@ -1,8 +1,9 @@
 """The Iceberg page at fleet scale: 1,000 tables' recorded health history in a real SQLite
 state store (tests/support/health_seed.py, no Spark), served by a real Airflow api-server
-with the plugin loaded, driven by headless Chromium (Debian's, through Playwright) as a person
-uses it: pages, sorts by clicking headers, searches by typing, opens a table and its charts;
-URLs typed wrong are answered with the page and a message, never an error.
+with the plugin loaded (the session's deployment, tests/airflow/deployment.py), driven by
+headless Chromium (Debian's, through Playwright) as a person uses it: pages, sorts by clicking
+headers, searches by typing, opens a table and its charts; URLs typed wrong are answered with
+the page and a message, never an error.
 
 Every list is checked against the seeded model's order (tests/support/health_seed.py), and
 every chart against its data: the Chart.js instance exists with one point per recorded check
@@ -12,8 +13,6 @@ $ICEFLOE_TEST_ARTIFACTS); one page's response time is measured.
 
 from __future__ import annotations
 
-import json
-import os
 import re
 import statistics
 import time
@@ -24,12 +23,23 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from icefloe_airflow.health_history import HealthCheck, band_label, latest_check, record_checks
-from icefloe_airflow.state_db import STATE_URI_ENV, create_state_engine
+from icefloe_airflow.health_history import (
+    HEALTH_CHECKS,
+    HealthCheck,
+    band_label,
+    ensure_schema,
+    fleet_size,
+    latest_check,
+    record_checks,
+)
+from icefloe_airflow.state import RUNS
+from icefloe_airflow.state_db import create_state_engine
 from playwright.sync_api import Page, sync_playwright
+from sqlalchemy import delete, text
 
 from icecore.catalog import catalog_from_settings
-from tests.airflow.server import AirflowServer, airflow_server
+from tests.airflow.deployment import Deployment, icefloe_connection, state_store_uri
+from tests.airflow.server import AirflowServer
 from tests.airflow.test_trigger_forms import CHROMIUM, CHROMIUM_ARGS, artifacts_dir
 from tests.airflow.test_ui import build_events, parse
 from tests.support.health_seed import (
@@ -75,51 +85,50 @@ def live_warehouse(warehouse: Path) -> Path:
 
 
 @pytest.fixture(scope="module")
-def fleet(airflow_db: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
+def fleet(deployment: Deployment, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
     home = tmp_path_factory.mktemp("fleet")
-    state_uri = f"sqlite:///{home / 'icefloe_state.db'}"
-    engine = create_state_engine(state_uri)
-    seeded = seed_fleet(engine, tables=999)
-    engine.dispose()
-    # One real table beside the fleet, listed in tables.yaml: read live, and charted from the
-    # checks recorded of it too.
-    warehouse = live_warehouse(home / "warehouse")
-    engine = create_state_engine(state_uri)
-    live = [
-        HealthCheck(
-            LIVE, seeded.now_ms - k * 3_600_000, 50.0 + k, [], inputs(999, k), None, CATALOG
-        )
-        for k in range(5)
-    ]
-    record_checks(engine, CATALOG, live)
-    engine.dispose()
-    seeded.latest[LIVE] = live[0]  # the fleet: 999 seeded tables and this one
-    config = home / "tables.yaml"
-    config.write_text(json.dumps({"tables": [{"table": LIVE, "schedule": None}]}))
-    extra = {"warehouse": str(warehouse), "catalog_name": CATALOG}
-    connection = {"conn_type": "icefloe", "extra": extra}
-    env = {
-        **os.environ,
-        "AIRFLOW_CONN_ICEBERG_DEFAULT": json.dumps(connection),
-        "ICEFLOE_TABLES_CONFIG": str(config),
-        STATE_URI_ENV: state_uri,
-    }
-    with airflow_server(env, all_admins=True) as server, sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        page = browser.new_page(viewport={"width": 1500, "height": 1000})
-        errors: list[str] = []
-        page.on("pageerror", lambda exc: errors.append(str(exc)))
-        page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-        page.goto(f"{server.base_url}/auth/token/login?next={server.base_url}/icefloe/")
-        # Reading the live table found it changed since its last recorded check (the seeded
-        # ones name no metadata): the page recorded one, now the table's latest.
-        engine = create_state_engine(state_uri)
-        page_check = latest_check(engine, CATALOG, LIVE)
+    # Airflow's `[icefloe] state_uri` is the fleet's: the other modules keep what they record
+    # in their connections' own stores, and this module empties it again when done.
+    engine = create_state_engine(deployment.state_uri)
+    ensure_schema(engine)
+    assert fleet_size(engine) == 0, "another module recorded checks in the fleet's store"
+    try:
+        seeded = seed_fleet(engine, tables=999)
+        # One real table beside the fleet, listed in tables.yaml: read live, and charted from
+        # the checks recorded of it too.
+        warehouse = live_warehouse(home / "warehouse")
+        live = [
+            HealthCheck(
+                LIVE, seeded.now_ms - k * 3_600_000, 50.0 + k, [], inputs(999, k), None, CATALOG
+            )
+            for k in range(5)
+        ]
+        record_checks(engine, CATALOG, live)
+        seeded.latest[LIVE] = live[0]  # the fleet: 999 seeded tables and this one
+        tables = [{"table": LIVE, "schedule": None}]
+        connection = icefloe_connection(warehouse, name=CATALOG)  # its runs: the fleet's store
+        with (
+            deployment.configured(tables, connection) as server,
+            sync_playwright() as playwright,
+        ):
+            browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+            page = browser.new_page(viewport={"width": 1500, "height": 1000})
+            errors: list[str] = []
+            page.on("pageerror", lambda exc: errors.append(str(exc)))
+            page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+            page.goto(f"{server.base_url}/auth/token/login?next={server.base_url}/icefloe/")
+            # Reading the live table found it changed since its last recorded check (the
+            # seeded ones name no metadata): the page recorded one, now the table's latest.
+            page_check = latest_check(engine, CATALOG, LIVE)
+            assert page_check is not None and page_check.inputs["source"] == "page"
+            seeded.latest[LIVE] = page_check
+            yield Fleet(server, page, seeded, errors)
+            browser.close()
+    finally:
+        with engine.begin() as conn:
+            conn.execute(delete(HEALTH_CHECKS))
+            conn.execute(delete(RUNS))
         engine.dispose()
-        assert page_check is not None and page_check.inputs["source"] == "page"
-        seeded.latest[LIVE] = page_check
-        yield Fleet(server, page, seeded, errors)
-        browser.close()
 
 
 def listed(html: str) -> list[str]:
@@ -364,31 +373,39 @@ def screenshot(page: Page, name: str) -> None:
     assert path.stat().st_size > 10_000
 
 
-def test_an_unreadable_history_leaves_the_live_tables(airflow_db: Path, tmp_path: Path) -> None:
-    """Airflow's `[icefloe] state_uri` names a database nobody answers for (the connection
-    keeps its own store, so its tables are still read live): the page answers with a notice
-    naming the problem, the fleet's JSON endpoints say 503, a live table's page still opens."""
+def test_an_unreadable_history_leaves_the_live_tables(
+    deployment: Deployment, tmp_path: Path
+) -> None:
+    """Airflow's `[icefloe] state_uri` answers, but the fleet's history cannot be read from it
+    (its table is gone; the connection keeps its own store, so its tables are still read
+    live): the page answers with a notice naming the problem, the fleet's JSON endpoints say
+    503, a live table's page still opens; with the table back, the fleet is read again."""
     warehouse = live_warehouse(tmp_path / "warehouse")
-    config = tmp_path / "tables.yaml"
-    config.write_text(json.dumps({"tables": [{"table": LIVE, "schedule": None}]}))
-    own_store = f"sqlite:///{tmp_path / 'icefloe_state.db'}"
-    extra = {"warehouse": str(warehouse), "catalog_name": CATALOG, "state_uri": own_store}
-    env = {
-        **os.environ,
-        "AIRFLOW_CONN_ICEBERG_DEFAULT": json.dumps({"conn_type": "icefloe", "extra": extra}),
-        "ICEFLOE_TABLES_CONFIG": str(config),
-        STATE_URI_ENV: "postgresql+psycopg2://icefloe@127.0.0.1:1/nowhere",  # refused at once
-    }
-    with airflow_server(env, all_admins=True) as server:
-        index = server.get("/icefloe/")
-        assert index.status_code == 200, index.text[:2000]
-        assert "the fleet&#39;s health history cannot be read: OperationalError" in index.text
-        assert list(parse(index.text).rows) == [LIVE]
-        assert 'data-field="error"' not in index.text
-        for path in ("/icefloe/api/fleet", f"/icefloe/api/history/{LIVE}"):
-            response = server.get(path)
-            assert response.status_code == 503 and "OperationalError" in response.json()["detail"]
-        table = server.get(f"/icefloe/tables/{LIVE}")
-        assert table.status_code == 200
-        assert "the table&#39;s health history cannot be read" in table.text
-        assert 'id="partitions"' in table.text
+    own_store = state_store_uri(tmp_path)
+    connection = icefloe_connection(warehouse, name=CATALOG, state_uri=own_store)
+    tables = [{"table": LIVE, "schedule": None}]
+    engine = create_state_engine(deployment.state_uri)
+    history, away = HEALTH_CHECKS.name, f"{HEALTH_CHECKS.name}_away"
+    with deployment.configured(tables, connection) as server:
+        assert server.get("/icefloe/api/fleet").status_code == 200  # the store is read
+        with engine.begin() as conn:
+            conn.execute(text(f"ALTER TABLE {history} RENAME TO {away}"))
+        try:
+            index = server.get("/icefloe/")
+            assert index.status_code == 200, index.text[:2000]
+            assert "the fleet&#39;s health history cannot be read: OperationalError" in index.text
+            assert list(parse(index.text).rows) == [LIVE]
+            assert 'data-field="error"' not in index.text
+            for path in ("/icefloe/api/fleet", f"/icefloe/api/history/{LIVE}"):
+                response = server.get(path)
+                assert response.status_code == 503
+                assert "OperationalError" in response.json()["detail"]
+            table = server.get(f"/icefloe/tables/{LIVE}")
+            assert table.status_code == 200
+            assert "the table&#39;s health history cannot be read" in table.text
+            assert 'id="partitions"' in table.text
+        finally:
+            with engine.begin() as conn:
+                conn.execute(text(f"ALTER TABLE {away} RENAME TO {history}"))
+            engine.dispose()
+        assert server.get("/icefloe/api/fleet").status_code == 200

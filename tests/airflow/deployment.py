@@ -1,0 +1,122 @@
+"""The session's one Airflow deployment: an api-server, a scheduler and a dag-processor
+(`tests/airflow/server.py`), started once by the `deployment` fixture (tests/airflow/conftest.py)
+and shared by every module that tests through them (the Iceberg page, the fleet pages, the
+trigger forms, the REST API). Each start cost 10-20 s on the 2-core test machine.
+
+What differs between those modules is what the plugin reads per request, so each module sets
+it on the running deployment as an operator would, and the deployment puts back what was there
+when the module is done (`Deployment.configured`):
+- the tables of `tables.yaml` (`$ICEFLOE_TABLES_CONFIG`: the page reads the file when it
+  looks at the tables, so an edit shows at the next refresh); its `fleets` stay the same all
+  session, since the dag-processor makes the fleet DAG from them at its start;
+- the `iceberg_default` connection, kept in Airflow's metadata database (through the REST
+  API, as a user creates it in the UI) and looked up at each request, never in the processes'
+  environment, which would shadow it;
+- the page's cache of the live tables, refreshed after each change.
+
+The run history of each module's tables lives in its connection's own state store (the
+connection's `state_uri`), so Airflow's `[icefloe] state_uri`, which the fleet pages read, holds
+only what a module records there itself. Jobs spark-submit (the deployment has no
+`[icefloe] spark_connect_conn_id`): the trigger forms' tests check that shape.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from icefloe_airflow.state_db import STATE_URI_ENV
+from icefloe_airflow.tables_config import CONFIG_ENV
+
+from tests.airflow.server import AirflowServer, airflow_server
+
+CONN_ID = "iceberg_default"
+# The fleet DAG (`icefloe_fleet__iceberg_default`, hand-triggered) of whichever catalog the
+# connection names at the time.
+FLEETS = [{"iceberg_conn_id": CONN_ID, "schedule": None}]
+
+
+def state_store_uri(directory: Path) -> str:
+    """A state store of its own in `directory` (`[icefloe] state_uri`, or a connection's
+    `state_uri`), never the catalog's database: what tests record stays theirs, and the store
+    is proven independent of it."""
+    return f"sqlite:///{directory / 'icefloe_state.db'}"
+
+
+def icefloe_connection(
+    warehouse: Path, *, uri: str | None = None, name: str = "default", state_uri: str | None = None
+) -> dict[str, Any]:
+    """An `icefloe` connection to the catalog in `warehouse` (SQLite there, or the one at
+    `uri`), named `name`; `state_uri`: a state store of the connection's own (default:
+    Airflow's `[icefloe] state_uri`). The form AIRFLOW_CONN_<ID> takes as JSON."""
+    extra: dict[str, str] = {"warehouse": str(warehouse), "catalog_name": name}
+    if uri:
+        extra["uri"] = uri
+    if state_uri:
+        extra["state_uri"] = state_uri
+    return {"conn_type": "icefloe", "extra": extra}
+
+
+@dataclass
+class Deployment:
+    """The running deployment: its `server` (an all-admins api-server, so both a REST client
+    and a browser log in), the tables config it reads, and Airflow's `[icefloe] state_uri`."""
+
+    server: AirflowServer
+    tables_config: Path
+    state_uri: str
+    _tables: list[Mapping[str, Any]] = field(default_factory=list)
+    _connection: Mapping[str, Any] | None = None
+
+    @contextmanager
+    def configured(
+        self, tables: Sequence[Mapping[str, Any]], connection: Mapping[str, Any] | None
+    ) -> Iterator[AirflowServer]:
+        """tables.yaml lists `tables` and `iceberg_default` is `connection` (None: there is no
+        such connection) while the block runs; then both are as before."""
+        before = (self._tables, self._connection)
+        self._apply(list(tables), connection)
+        try:
+            yield self.server
+        finally:
+            self._apply(*before)
+
+    def _apply(self, tables: list[Mapping[str, Any]], connection: Mapping[str, Any] | None) -> None:
+        self.tables_config.write_text(json.dumps({"tables": tables, "fleets": FLEETS}))
+        gone = self.server.delete(f"/api/v2/connections/{CONN_ID}")
+        assert gone.status_code in (204, 404), gone.text
+        if connection is not None:
+            extra = json.dumps(connection["extra"])
+            body = {"connection_id": CONN_ID, **connection, "extra": extra}
+            created = self.server.post("/api/v2/connections", json=body)
+            assert created.status_code == 201, created.text
+        self._tables, self._connection = tables, connection
+        fresh = self.server.get("/icefloe/api/tables", params={"refresh": "true"})
+        assert fresh.status_code == 200, fresh.text
+
+
+@contextmanager
+def start_deployment(home: Path) -> Iterator[Deployment]:
+    """Start the deployment with its tables config and state store in `home`, the session's
+    Airflow settings from os.environ (tests/airflow/conftest.py), and no `iceberg_default`
+    there: the metadata database's is the one the modules set."""
+    config = home / "tables.yaml"
+    config.write_text(json.dumps({"tables": [], "fleets": FLEETS}))
+    state_uri = state_store_uri(home)
+    env = {
+        **os.environ,
+        CONFIG_ENV: str(config),
+        STATE_URI_ENV: state_uri,
+        # The DAG files are parsed once, at the start: what the modules change later makes no
+        # DAG they trigger, and parsing them every 30 s (the default) would cost the rest of
+        # the suite a tenth of a core while the deployment waits for the session's end.
+        "AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL": "3600",
+    }
+    env.pop(f"AIRFLOW_CONN_{CONN_ID.upper()}", None)
+    with airflow_server(env, all_admins=True, scheduler=True, dag_processor=True) as server:
+        yield Deployment(server, config, state_uri)
