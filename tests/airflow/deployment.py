@@ -116,6 +116,12 @@ def start_deployment(home: Path) -> Iterator[Deployment]:
         # DAG they trigger, and parsing them every 30 s (the default) would cost the rest of
         # the suite a tenth of a core while the deployment waits for the session's end.
         "AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL": "3600",
+        # A job whose table another job holds waits in the triggerer, as a deployment that
+        # turns deferral on has every operator do (`IcefloeJobOperator(deferrable=...)`); a
+        # test that needs the triggerer starts it (`server.running("triggerer")`): running
+        # all session, it would also run the triggers of later modules' `dag.test()` runs,
+        # which share the metadata database and run their triggers themselves.
+        "AIRFLOW__OPERATORS__DEFAULT_DEFERRABLE": "True",
     }
     env.pop(f"AIRFLOW_CONN_{CONN_ID.upper()}", None)
     with airflow_server(env, all_admins=True, scheduler=True, dag_processor=True) as server:

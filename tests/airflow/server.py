@@ -74,6 +74,7 @@ class AirflowServer:
     token: str
     log_dir: Path
     processes: list[_Process] = field(default_factory=list, repr=False)
+    env: Mapping[str, str] = field(default_factory=dict, repr=False)  # every process's
     client: httpx.Client = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -110,6 +111,22 @@ class AirflowServer:
             lines.append(str(item.get("event", "")))
             lines.extend(str(e.get("exc_value", "")) for e in item.get("error_detail") or ())
         return "\n".join(lines)
+
+    @contextmanager
+    def running(self, component: str, timeout: float = 300.0) -> Iterator[None]:
+        """One more component of this deployment (`triggerer`), with the others' settings,
+        while the block runs; healthy when the block starts, stopped when it ends."""
+        proc = _start(component, [component], self.env, self.log_dir)
+        self.processes.append(proc)
+        try:
+            _wait_healthy(self.base_url, self.processes, (component.replace("-", "_"),), timeout)
+            yield
+        except BaseException:
+            _show_logs([proc])
+            raise
+        finally:
+            self.processes.remove(proc)
+            _stop(proc)
 
     def logs(self) -> dict[str, str]:
         """Each process's combined stdout/stderr so far."""
@@ -222,7 +239,7 @@ def _wait_healthy(
     base_url: str, processes: list[_Process], wanted: tuple[str, ...], timeout: float
 ) -> None:
     """Poll the public health endpoint until the database and every `wanted` component
-    (scheduler, dag_processor) report healthy; fail fast if a process dies."""
+    (scheduler, dag_processor, triggerer) report healthy; fail fast if a process dies."""
     deadline = time.monotonic() + timeout
     last = "no answer yet"
     while time.monotonic() < deadline:
@@ -306,7 +323,7 @@ def airflow_server(
             processes.append(_start("dag-processor", ["dag-processor"], full_env, log_dir))
             wanted.append("dag_processor")
         _wait_healthy(base_url, processes, tuple(wanted), startup_timeout)
-        server = AirflowServer(base_url, _token(base_url, password), log_dir, processes)
+        server = AirflowServer(base_url, _token(base_url, password), log_dir, processes, full_env)
         try:
             yield server
         finally:

@@ -38,15 +38,17 @@ def lease_triggers() -> int:
 
 
 @contextmanager
-def leased(warehouse: Path, table: str, *, until: Callable[[], bool]) -> Iterator[list[float]]:
+def leased(
+    warehouse: Path, table: str, *, until: Callable[[], bool], at_most: float = 60
+) -> Iterator[list[float]]:
     """The table's lease held by another owner (in a thread) until `until()` says so, or for
-    at most a minute; yields a list that then holds the release's time.time()."""
+    at most `at_most` seconds; yields a list that then holds the release's time.time()."""
     store = MaintenanceStore.open(state_store_uri(warehouse.parent))
     taken = threading.Event()
     released: list[float] = []
 
     def hold() -> None:
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + at_most
         with store.lock(table, OTHER, ttl=timedelta(minutes=2), wait=timedelta(0)):
             taken.set()
             while not until() and time.monotonic() < deadline:

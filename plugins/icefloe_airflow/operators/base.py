@@ -492,7 +492,9 @@ class IcefloeJobOperator(SparkSubmitOperator):
         event = event or {}
         self._lease_deadline_ms = int(event.get("deadline_ms") or now_ms())
         if event.get("free"):
-            self.log.info("the lease on %s is free: taking it", self.table)
+            # The table the trigger waited for: a form-driven operator names its table only
+            # once `execute` reads the run's conf, which it has not yet done on resuming.
+            self.log.info("the lease on %s is free: taking it", event.get("table"))
         return self.execute(context)
 
     def _submit(self, context: Context) -> dict[str, Any]:
