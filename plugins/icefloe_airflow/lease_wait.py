@@ -18,6 +18,13 @@ from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from icefloe_airflow.hook import IcebergHook
 
+# Seconds a trigger lets pass before its first look at the lease. A trigger that fires at
+# once puts the task back in the queue before the scheduler has processed the deferring
+# worker's exit, and Airflow 3.3 then marks the task failed, "killed externally" (the
+# resume-after-defer race, apache/airflow#71580 and #72716: the worker's exit took 5 s to
+# reach the scheduler here). A lease is held for minutes; ten seconds more costs nothing.
+FIRST_LOOK_SECONDS = 10.0
+
 
 def now_ms() -> int:
     return int(time.time() * 1000)
@@ -50,15 +57,20 @@ class LeaseFreeTrigger(BaseTrigger):
             },
         )
 
+    def _left(self) -> float:
+        """Seconds until the deadline."""
+        return (self.deadline_ms - now_ms()) / 1000
+
     async def run(self) -> AsyncIterator[TriggerEvent]:
         # The state store is synchronous (SQLAlchemy): each call runs in a thread, never in
         # the triggerer's event loop, which other triggers share.
         hook = IcebergHook(self.iceberg_conn_id)
         try:
             store = await asyncio.to_thread(hook.state_store)
+            await asyncio.sleep(max(0.0, min(FIRST_LOOK_SECONDS, self._left())))
             while True:
                 holder = await asyncio.to_thread(store.lock_holder, self.table)
-                left = (self.deadline_ms - now_ms()) / 1000
+                left = self._left()
                 if holder is None or left <= 0:
                     yield TriggerEvent(
                         {
