@@ -18,7 +18,7 @@ from spark_jobs.reading.live_files import LiveDelete, LiveState, top_level_field
 from spark_jobs.reading.live_rows import BROADCAST_DELETE_ROWS
 from spark_jobs.reading.parquet_files import PerFile, read_parquet
 from spark_jobs.schema import quoted
-from spark_jobs.writing.grouped_deletes import GROUP
+from spark_jobs.writing.files import GROUP
 
 _PATH, _POS, _SEQ, _DEL_SEQ, _SCOPE, _BY = "_path", "_pos", "_seq", "_del_seq", "_groups", "_by"
 

@@ -62,8 +62,7 @@ from spark_jobs.common.session import isolated_session
 from spark_jobs.reading.live_rows import LiveRows, check_no_lineage_names
 from spark_jobs.rewrite_data_files.in_tasks import rewrite_in_tasks
 from spark_jobs.schema import conform, quoted
-from spark_jobs.writing.files import FileSet, RunFiles
-from spark_jobs.writing.grouped_deletes import GROUP
+from spark_jobs.writing.files import GROUP, FileSet, RunFiles
 from spark_jobs.writing.layout import PartitionLayout
 from spark_jobs.writing.transforms import sort_columns
 
