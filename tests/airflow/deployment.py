@@ -37,8 +37,8 @@ from tests.airflow.server import AirflowServer, airflow_server
 
 CONN_ID = "iceberg_default"
 # The fleet DAG (`icefloe_fleet__iceberg_default`, hand-triggered) of whichever catalog the
-# connection names at the time.
-FLEETS = [{"iceberg_conn_id": CONN_ID, "schedule": None}]
+# connection names at the time; one job at a time per run.
+FLEETS = [{"iceberg_conn_id": CONN_ID, "schedule": None, "spark_apps": 1}]
 
 
 def state_store_uri(directory: Path) -> str:

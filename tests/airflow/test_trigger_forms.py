@@ -7,8 +7,9 @@ Checked: a size typed with its unit (`128MB`) and a decimal ratio reach the job 
 the run is noted with its table in the run list; wrong values (`events`, `7 days`, `64` bytes,
 a table that does not exist, a missing source) fail the task in one line naming the field as
 the form shows it, in under 2 s, with no Spark started and no trace on the Iceberg page; the
-task log of the compaction holds the job's plan and summary and few lines of Spark's own.
-Screenshots go to test-artifacts/.
+task log of the compaction holds the job's plan and summary and few lines of Spark's own; a
+fleet run's tasks, whichever tables and jobs, run at most `spark_apps` at once (the real
+scheduler decides it). Screenshots go to test-artifacts/.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -129,6 +131,23 @@ def dag_runs(server: AirflowServer, dag_id: str) -> list[dict[str, Any]]:
     response = server.get(f"/api/v2/dags/{dag_id}/dagRuns", params={"order_by": "-run_after"})
     assert response.status_code == 200, response.text
     return list(response.json()["dag_runs"])
+
+
+def job_intervals(
+    server: AirflowServer, dag_id: str, run_id: str
+) -> list[tuple[int, datetime, datetime]]:
+    """(table's map index, start, end) of a fleet run's job tasks, in start order."""
+    response = server.get(f"/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances")
+    assert response.status_code == 200, response.text
+    return sorted(
+        (
+            (ti["map_index"], datetime.fromisoformat(ti["start_date"]),
+             datetime.fromisoformat(ti["end_date"]))
+            for ti in response.json()["task_instances"]
+            if ti["task_id"].startswith("table.")
+        ),
+        key=lambda interval: interval[1],
+    )  # fmt: skip
 
 
 def refusal_seconds(server: AirflowServer, dag_id: str, run_id: str, task_id: str) -> float:
@@ -283,19 +302,26 @@ def test_run_now_from_the_iceberg_page(stack: Stack) -> None:
 
 def test_the_fleet_form_plans_a_dry_run_and_refuses_a_bad_budget(stack: Stack) -> None:
     """The fleet DAG's hand trigger: a namespace and a budget typed with its unit plan a dry
-    run that names the due table and runs no job; a budget in words is refused naming the
-    field, before any table is read."""
+    run that names the due tables and runs no job, one task at a time (the deployment's fleet
+    has `spark_apps: 1`), whichever tables and jobs they are; a budget in words is refused
+    naming the field, before any table is read."""
     dag_id = "icefloe_fleet__iceberg_default"
     stack.server.wait_for_dag(dag_id)
     pool = stack.server.post("/api/v2/pools", json={"name": "icefloe_spark", "slots": 2})
     assert pool.status_code in (201, 409), pool.text
+    users = small_files(stack.warehouse / "db" / "users", files=6)
+    stack.catalog.register_table("db.users", users.metadata_location)
     fields = {"namespace": "db", "max_bytes": "2TB", "dry_run": True}
     run_id = trigger_with_form(stack, dag_id, fields, "fleet")
     run = stack.server.wait_for_dag_run(dag_id, run_id, timeout=300)
     log = stack.server.task_log(dag_id, run_id, "plan")
     assert run["state"] == "success", log[-3000:]
-    assert "#1 db.events" in log and "dry run" in log
+    assert "db.events" in log and "db.users" in log and "dry run" in log
     assert "'max_bytes': 2199023255552" in log  # 2TB, as the budget the run used
+    jobs = job_intervals(stack.server, dag_id, run_id)
+    assert {index for index, _, _ in jobs} == {0, 1}  # both tables' jobs ran
+    for (_, _, ended), (index, started, _) in pairwise(jobs):
+        assert started >= ended, f"table[{index}]'s task started before the last one ended"
 
     run_id = trigger_with_form(stack, dag_id, {"max_bytes": "2 terabytes"}, "fleet-refused")
     run = stack.server.wait_for_dag_run(dag_id, run_id, timeout=300)

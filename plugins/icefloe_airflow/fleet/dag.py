@@ -10,10 +10,13 @@ group is mapped over them (dynamic task mapping), each running its due jobs in `
 (a job not due skips itself, with the reason), with the per-table DAGs' operators, so each
 job holds the table's maintenance lease and is recorded in the run history. The jobs run in
 the fleet's Airflow pool (its slots: the Spark applications running at once, across every
-DAG using it), and at most `spark_apps` at once per run. With the fleet's
+DAG using it), and at most `spark_apps` of a run's tasks run at once, whichever jobs and
+tables they are: the DAG's `max_active_tasks`, which Airflow 3 counts per run (a per-task
+limit would let one table's compaction run beside another's conversion). With the fleet's
 `spark_connect_conn_id` every job is a client of that one warm Spark Connect server (no
 spark-submit), still at most `spark_apps` at once. A job whose table another job holds waits
-for the lease in the triggerer (deferred), not in its slot (`icefloe_airflow.lease_wait`).
+for the lease in the triggerer (deferred, counted in neither limit), not in its slot
+(`icefloe_airflow.lease_wait`).
 
 Hand triggers take a form: a namespace filter, a dry run (the chosen tables are mapped and
 every gate says no, with what it would have run), and the budget.
@@ -41,6 +44,7 @@ def fleet_dag(fleet: FleetConfig) -> DAG:
         description=f"Maintain every table of the {fleet.iceberg_conn_id} catalog, worst first",
         schedule=fleet.schedule,
         max_active_runs=1,
+        max_active_tasks=budget.spark_apps,
         catchup=False,
         tags=["icefloe", "iceberg", "fleet"],
         doc_md=__doc__,
@@ -103,7 +107,6 @@ def fleet_dag(fleet: FleetConfig) -> DAG:
                     # A leased table waits in the triggerer, its slot running other tables.
                     deferrable=True,
                     pool=fleet.pool,
-                    max_active_tis_per_dagrun=budget.spark_apps,
                     # A job that is not due skips itself; the next still runs, a failure
                     # stops the table's chain.
                     trigger_rule=Rule.NONE_FAILED,
