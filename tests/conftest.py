@@ -1,6 +1,6 @@
-"""Fixtures shared by every test module, and the suite's tiers: a test is marked by the
-fixtures it takes (`servers`, `spark_submit`) or by its module (`browser`, and the modules
-that start a server or a spark-submit themselves)."""
+"""Fixtures shared by every test module, and the suite's tiers: a test is marked `servers` by
+the fixtures it takes, or by its module or itself (`browser`, `spark_submit`, and the modules
+that start a server themselves)."""
 
 import pytest
 
@@ -15,18 +15,18 @@ from tests.support.objectstores import azure_store, gcs_store, s3_proxy, s3_stor
 # started once per session when a test asks for it.
 from tests.support.rest_catalog import rest_catalog_server_fixture  # noqa: F401
 
-# `spark`: the one local SparkSession of the run.
-from tests.support.spark import spark  # noqa: F401
+# `spark`: the one local SparkSession of the run; `spark_conf_dir`: every spark-submit's
+# settings (autouse).
+from tests.support.spark import spark, spark_conf_dir  # noqa: F401
 
 # `spark_connect`: a stock Spark Connect server from the pinned pyspark on 127.0.0.1, started
 # once per session when a test asks for it; `job_runner`: a job run both ways (tests/spark).
 from tests.support.spark_connect import job_runner, spark_connect_fixture  # noqa: F401
 
-# Fixtures that start a server process (once per session) or every spark-submit's settings.
+# Fixtures that start a server process (once per session).
 _SERVER_FIXTURES = frozenset(
     {"rest_catalog_server", "s3_store", "s3_proxy", "gcs_store", "azure_store", "spark_connect"}
 )
-_SUBMIT_FIXTURES = frozenset({"spark_conf_dir"})
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -36,5 +36,3 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         connect = callspec is not None and callspec.params.get("job_runner") == "connect"
         if connect or fixtures & _SERVER_FIXTURES:
             item.add_marker(pytest.mark.servers)
-        if fixtures & _SUBMIT_FIXTURES:
-            item.add_marker(pytest.mark.spark_submit)

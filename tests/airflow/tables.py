@@ -3,21 +3,18 @@
 Tables with small files, equality deletes and position deletes are built by the ingestion
 job itself, in this process, on the run's shared local SparkSession (tests/support/spark.py):
 a CDC batch costs a second there, against half a minute for a spark-submit. The DAGs under
-test then run their jobs through real spark-submit processes, made cheaper by a
-spark-defaults.conf (no UI, two shuffle partitions, warnings only) that every spark-submit of
-the session reads through SPARK_CONF_DIR.
+test then run their jobs as a warm Spark Connect server's clients or, for the shapes that
+need one, through real spark-submits (their settings: `tests.support.spark.spark_conf_dir`).
 """
 
 from __future__ import annotations
 
-import os
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-import pytest
 from pyspark.sql import SparkSession
 
 from icecore.catalog import Catalog
@@ -26,28 +23,6 @@ from spark_jobs.ingest import run as ingest
 from spark_jobs.specs.jobs import IngestOptions
 from tests.support.batches import CdcLog, Rows, cdc_frame
 from tests.support.reader import scan_rows
-from tests.support.spark import QUIET_LOG4J2
-
-# The jobs' spark-submits are short-lived JVMs: C1-only JIT and the serial collector start
-# them about 3 s sooner (as the REST server fixture's JVM).
-SHORT_LIVED_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
-_SPARK_DEFAULTS = f"""\
-spark.driver.extraJavaOptions {SHORT_LIVED_JVM}
-spark.ui.enabled false
-spark.ui.showConsoleProgress false
-spark.sql.shuffle.partitions 2
-spark.default.parallelism 2
-"""
-
-
-@pytest.fixture(scope="session")
-def spark_conf_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """SPARK_CONF_DIR for every spark-submit this session starts (inherited environment)."""
-    directory = tmp_path_factory.mktemp("spark-conf")
-    (directory / "spark-defaults.conf").write_text(_SPARK_DEFAULTS)
-    (directory / "log4j2.properties").write_text(QUIET_LOG4J2)
-    os.environ["SPARK_CONF_DIR"] = str(directory)
-    return directory
 
 
 def ingest_cdc(

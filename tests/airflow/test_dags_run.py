@@ -28,7 +28,6 @@ from tests.airflow.tables import (
     CdcLog,
     ingest_cdc,
     load_dag,
-    spark_conf_dir,  # noqa: F401 - fixture
     table_rows,
     task_result,
     task_states,
@@ -59,7 +58,7 @@ def _live(catalog: Catalog, table: str) -> dict[str, int]:
     }
 
 
-@pytest.mark.usefixtures("spark_conf_dir")
+@pytest.mark.spark_submit
 def test_ingest_dag_commits_the_batch_and_publishes_the_table_asset(
     catalog: Catalog, tmp_path: Path
 ) -> None:

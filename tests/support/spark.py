@@ -11,6 +11,7 @@ import logging
 import os
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from pyspark.sql import SparkSession
@@ -28,6 +29,31 @@ appender.console.target = SYSTEM_ERR
 appender.console.layout.type = PatternLayout
 appender.console.layout.pattern = %d{yy/MM/dd HH:mm:ss} %p %c{1}: %m%n
 """
+
+
+# The spark-submits' spark-defaults.conf: short-lived JVMs (C1-only JIT and the serial
+# collector start them about 3 s sooner, as the REST server fixture's JVM), no UI, two shuffle
+# partitions.
+SHORT_LIVED_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+_SPARK_DEFAULTS = f"""\
+spark.driver.extraJavaOptions {SHORT_LIVED_JVM}
+spark.ui.enabled false
+spark.ui.showConsoleProgress false
+spark.sql.shuffle.partitions 2
+spark.default.parallelism 2
+"""
+
+
+@pytest.fixture(scope="session", autouse=True)
+def spark_conf_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """SPARK_CONF_DIR for every spark-submit the session starts, whichever test starts it
+    and in whatever order (the processes inherit it: `dag.test()` operators, the session's
+    Airflow deployment, `icefloe run`): the defaults above and warnings-only logs."""
+    directory = tmp_path_factory.mktemp("spark-conf")
+    (directory / "spark-defaults.conf").write_text(_SPARK_DEFAULTS)
+    (directory / "log4j2.properties").write_text(QUIET_LOG4J2)
+    os.environ["SPARK_CONF_DIR"] = str(directory)
+    return directory
 
 
 @pytest.fixture(scope="session")
