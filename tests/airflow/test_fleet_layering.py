@@ -1,12 +1,14 @@
 """A table's policy in the fleet: defaults, then namespaces, then its tables.yaml entry, then
-its own properties; the fleets' budgets; mistakes named, per table or per config key."""
+its own properties; the fleets' budgets and pools; mistakes named, per table or per config
+key."""
 
 from __future__ import annotations
 
 from datetime import timedelta
 
 import pytest
-from icefloe_airflow.fleet.config import Budget, parse_fleet_settings
+from icefloe_airflow.fleet.config import Budget, FleetConfig, parse_fleet_settings
+from icefloe_airflow.fleet.dag import fleet_dag
 from icefloe_airflow.fleet.discovery import namespace_matches
 from icefloe_airflow.fleet.layering import PolicyError, table_policy
 from icefloe_airflow.tables_config import TablesConfigError
@@ -96,12 +98,29 @@ def test_fleets_and_their_budget() -> None:
     assert namespace_matches("a.b", ("a.*",))
 
 
+def _job_pools(fleet: FleetConfig) -> set[str]:
+    return {t.pool for t in fleet_dag(fleet).tasks if t.task_id.startswith("table.")}
+
+
+def test_a_fleet_without_a_pool_runs_in_airflows_own_bounded_per_run() -> None:
+    """No `pool`: Airflow's default pool (a pool nobody created would keep every job queued
+    for ever), the run still bounded by spark_apps; a named pool is every job's."""
+    (fleet,) = parse_fleet_settings(DOCUMENT).fleets
+    assert fleet.pool is None
+    assert _job_pools(fleet) == {"default_pool"}
+    assert fleet_dag(fleet).max_active_tasks == 2
+    pooled = {**DOCUMENT, "fleets": [{**DOCUMENT["fleets"][0], "pool": " icefloe_spark "}]}
+    (fleet,) = parse_fleet_settings(pooled).fleets
+    assert _job_pools(fleet) == {"icefloe_spark"}
+
+
 @pytest.mark.parametrize(
     ("change", "message"),
     [
         ({"fleets": [{"iceberg_conn_id": "x", "max_tabels": 3}]}, "unknown keys"),
         ({"fleets": [{"max_bytes": "lots"}]}, r"fleets\[0\]"),
         ({"fleets": [{}, {}]}, "one fleet per connection"),
+        ({"fleets": [{"pool": ""}]}, r"fleets\[0\]: pool: expected an Airflow pool name"),
         ({"namespaces": {"raw": {"policy": {"minor_file_count": 1}, "schedule": "@daily"}}}, "raw"),
         ({"namespaces": {"raw": {"policy": {"nope": 1}}}}, r"namespaces\['raw'\].*nope"),
     ],

@@ -15,8 +15,9 @@ and the per-namespace policy overrides.
         schedule: "@daily"
         max_tables: 50              # tables maintained per run
         max_bytes: 2TB              # bytes rewritten per run (estimated from metadata)
-        spark_apps: 4               # Spark applications at once (the pool's slots)
-        pool: icefloe_spark         # the Airflow pool the jobs run in
+        spark_apps: 4               # a run's Spark applications at once
+        pool: icefloe_spark         # optional: an Airflow pool the jobs share with other DAGs
+                                    # (create it first; default: Airflow's default pool)
         spark_connect_conn_id: spark_connect_default  # optional: the jobs as clients of
                                     # this Spark Connect server, at most spark_apps at once
 
@@ -91,7 +92,10 @@ class FleetConfig:
     exclude: tuple[str, ...] = ()
     schedule: str | None = "@daily"
     budget: Budget = field(default_factory=Budget)
-    pool: str = "icefloe_spark"
+    # A pool bounds Spark applications across every DAG using it; it must exist (Airflow's
+    # scheduler never queues a task of a missing pool, and says so only in its own log).
+    # None: Airflow's default pool, a run still bounded by `budget.spark_apps`.
+    pool: str | None = None
     conn_id: str = "spark_default"
     # A Spark Connect connection: every job of the fleet runs as that server's client.
     spark_connect_conn_id: str | None = None
@@ -200,19 +204,20 @@ def _fleet(entry: Any, source: str, where: str) -> FleetConfig:
             exclude=_globs(entry.get("exclude", [])),
             schedule=entry.get("schedule", "@daily"),
             budget=budget,
-            pool=str(entry.get("pool", "icefloe_spark")),
+            pool=_optional_text(entry, "pool", "an Airflow pool name"),
             conn_id=str(entry.get("conn_id", "spark_default")),
-            spark_connect_conn_id=_optional_text(entry.get("spark_connect_conn_id")),
+            spark_connect_conn_id=_optional_text(entry, "spark_connect_conn_id", "a connection id"),
         )
     except (TypeError, ValueError) as exc:
         raise TablesConfigError(f"{source}: {where}: {exc}") from None
 
 
-def _optional_text(value: Any) -> str | None:
+def _optional_text(entry: Mapping[str, Any], key: str, expected: str) -> str | None:
+    value = entry.get(key)
     if value is None:
         return None
     if not isinstance(value, str) or not value.strip():
-        raise ValueError(f"spark_connect_conn_id: expected a connection id, got {value!r}")
+        raise ValueError(f"{key}: expected {expected}, got {value!r}")
     return value.strip()
 
 

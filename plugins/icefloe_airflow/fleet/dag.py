@@ -8,11 +8,11 @@
 the checks, sends the metrics and returns the chosen tables in rank order; the `table` task
 group is mapped over them (dynamic task mapping), each running its due jobs in `JOB_ORDER`
 (a job not due skips itself, with the reason), with the per-table DAGs' operators, so each
-job holds the table's maintenance lease and is recorded in the run history. The jobs run in
-the fleet's Airflow pool (its slots: the Spark applications running at once, across every
-DAG using it), and at most `spark_apps` of a run's tasks run at once, whichever jobs and
-tables they are: the DAG's `max_active_tasks`, which Airflow 3 counts per run (a per-task
-limit would let one table's compaction run beside another's conversion). With the fleet's
+job holds the table's maintenance lease and is recorded in the run history. At most
+`spark_apps` of a run's tasks run at once, whichever jobs and tables they are: the DAG's
+`max_active_tasks`, which Airflow 3 counts per run (a per-task limit would let one table's
+compaction run beside another's conversion); with a `pool`, its slots bound the Spark
+applications across every DAG using it. With the fleet's
 `spark_connect_conn_id` every job is a client of that one warm Spark Connect server (no
 spark-submit), still at most `spark_apps` at once. A job whose table another job holds waits
 for the lease in the triggerer (deferred, counted in neither limit), not in its slot
