@@ -8,7 +8,9 @@ it on the running deployment as an operator would, and the deployment puts back 
 when the module is done (`Deployment.configured`):
 - the tables of `tables.yaml` (`$ICEFLOE_TABLES_CONFIG`: the page reads the file when it
   looks at the tables, so an edit shows at the next refresh); its `fleets` stay the same all
-  session, since the dag-processor makes the fleet DAG from them at its start;
+  session, since the dag-processor makes the fleet DAG from them at its start (a module that
+  runs the fleet DAG writes it again first: `AirflowServer.reserialize_dags`, since the
+  `dag.test()` of other modules write their own versions of it);
 - the `iceberg_default` connection, kept in Airflow's metadata database (through the REST
   API, as a user creates it in the UI) and looked up at each request, never in the processes'
   environment, which would shadow it;

@@ -133,10 +133,8 @@ def dag_runs(server: AirflowServer, dag_id: str) -> list[dict[str, Any]]:
 
 
 def peak_of_running_jobs(server: AirflowServer, dag_id: str, run_id: str) -> tuple[int, set[int]]:
-    """Watch a fleet run until it ends: the most job tasks running or queued at one look (a
-    look is one query, so it sees what the scheduler sees), and the tables whose jobs ran.
-    Task start and end times cannot show it: a task's end time is written after the state
-    change that frees its slot."""
+    """Watch a fleet run until it ends: the most job tasks running or queued at one look (what
+    the DAG's `max_active_tasks` bounds; a look is one query), and the tables whose jobs ran."""
     path = f"/api/v2/dags/{dag_id}/dagRuns/{run_id}"
     peak, tables = 0, set()
     deadline = time.monotonic() + 300
@@ -310,6 +308,8 @@ def test_the_fleet_form_plans_a_dry_run_and_refuses_a_bad_budget(stack: Stack) -
     naming the field, before any table is read."""
     dag_id = "icefloe_fleet__iceberg_default"
     stack.server.wait_for_dag(dag_id)  # no pool created: the fleet's jobs use Airflow's own
+    stack.server.reserialize_dags()  # test_spark_connect_dags.py's dag.test() has spark_apps 2
+    assert stack.server.get(f"/api/v2/dags/{dag_id}").json()["max_active_tasks"] == 1
     users = small_files(stack.warehouse / "db" / "users", files=6)
     stack.catalog.register_table("db.users", users.metadata_location)
     fields = {"namespace": "db", "max_bytes": "2TB", "dry_run": True}
