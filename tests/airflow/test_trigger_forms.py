@@ -27,7 +27,7 @@ from playwright.sync_api import Page, sync_playwright
 
 from icecore.catalog import SqlCatalog, catalog_from_settings
 from tests.airflow.deployment import Deployment, icefloe_connection, state_store_uri
-from tests.airflow.server import AirflowServer
+from tests.airflow.server import FINISHED_RUN_STATES, AirflowServer
 from tests.support.samples import PSCHEMA, spec_of
 from tests.support.tables import LocalTable
 
@@ -139,7 +139,7 @@ def peak_of_running_jobs(server: AirflowServer, dag_id: str, run_id: str) -> tup
     peak, tables = 0, set()
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline:
-        finished = server.get(path).json()["state"] in ("success", "failed")
+        finished = server.get(path).json()["state"] in FINISHED_RUN_STATES
         response = server.get(f"{path}/taskInstances")
         assert response.status_code == 200, response.text
         jobs = [t for t in response.json()["task_instances"] if t["task_id"].startswith("table.")]

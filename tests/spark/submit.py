@@ -11,6 +11,7 @@ from pathlib import Path
 from icefloe_airflow.job_process import launcher
 
 from spark_jobs.common.packaging import build_zip
+from tests.support.spark import SHORT_LIVED_JVM
 
 SPARK_SUBMIT = Path(sys.executable).parent / "spark-submit"
 
@@ -27,8 +28,7 @@ def submit_command(
         "--master", "local[2]",
         "--conf", "spark.ui.enabled=false",
         "--conf", "spark.sql.shuffle.partitions=2",
-        # A short-lived JVM: C1-only JIT and the serial collector start it about 3 s sooner.
-        "--conf", "spark.driver.extraJavaOptions=-XX:TieredStopAtLevel=1 -XX:+UseSerialGC",
+        "--conf", f"spark.driver.extraJavaOptions={SHORT_LIVED_JVM}",
         "--py-files", str(package),
         str(launcher()),
         job,
