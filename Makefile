@@ -39,9 +39,10 @@ rest-server:
 browser:
 	@test -x /usr/bin/chromium || { apt-get update -qq && apt-get install -y -qq chromium; }
 
-# The Azure tests run Azurite, which tests/support/objectstores.py installs from npm.
-node:
+# The Azure tests run Azurite, from npm into .cache/node/ (its version: tests/support/objectstores.py).
+node: $(BIN)/activate
 	@command -v npm >/dev/null || { apt-get update -qq && apt-get install -y -qq nodejs npm; }
+	@$(BIN)/python -c 'from tests.support.objectstores import ensure_azurite; ensure_azurite()'
 
 # End to end on the embedded default, through Airflow: the ingest DAG commits CDC batches, the
 # self-optimizing DAG maintains the table (local Spark, SQLite catalog and Airflow DB, ./warehouse).
@@ -70,5 +71,8 @@ lint: $(BIN)/activate
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
+# Two workers (pytest-xdist): the suite waits on servers and subprocesses much of the time, so
+# two sessions share the 2 cores it was measured on; tests/conftest.py keeps each module, and
+# every module of the Airflow deployment, on one worker.
 test: $(BIN)/activate java browser node rest-server lint
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n 2 --dist loadgroup

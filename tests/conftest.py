@@ -2,6 +2,8 @@
 the fixtures it takes, or by its module or itself (`browser`, `spark_submit`, and the modules
 that start a server themselves)."""
 
+from collections import defaultdict
+
 import pytest
 
 # `catalog` (a fresh SqlCatalog) and `backend` (sqlite, postgresql) for catalog-backed tests.
@@ -29,6 +31,15 @@ _SERVER_FIXTURES = frozenset(
 )
 
 
+# `make test` runs the suite on two pytest-xdist workers (`--dist loadgroup`); each worker has
+# its own session (Spark, servers, Airflow home). A module goes to one worker whole, so its
+# module-scoped fixtures start once; every module using the Airflow deployment goes to the
+# same worker, so one deployment serves them all.
+_SHARED_BY_MODULES = ("deployment",)
+
+
+# First: xdist reads the groups in its own hook.
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         fixtures = set(getattr(item, "fixturenames", ()))
@@ -36,3 +47,11 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         connect = callspec is not None and callspec.params.get("job_runner") == "connect"
         if connect or fixtures & _SERVER_FIXTURES:
             item.add_marker(pytest.mark.servers)
+    by_module: dict[str, list[pytest.Item]] = defaultdict(list)
+    for item in items:
+        by_module[item.nodeid.split("::")[0]].append(item)
+    for path, tests in by_module.items():
+        used = {f for test in tests for f in getattr(test, "fixturenames", ())}
+        group = next((f for f in _SHARED_BY_MODULES if f in used), path)
+        for test in tests:
+            test.add_marker(pytest.mark.xdist_group(group))

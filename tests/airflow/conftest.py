@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -71,6 +72,11 @@ def iceberg_connection_json(warehouse: Path, uri: str | None = None, name: str =
     return json.dumps(icefloe_connection(warehouse, uri=uri, name=name))
 
 
+# A copy of the metadata database as `airflow db migrate` left it, before any test wrote to it:
+# the deployment starts on a copy of its own (`deployment`).
+MIGRATED_DB = AIRFLOW_HOME / "airflow-migrated.db"
+
+
 @pytest.fixture(scope="session")
 def airflow_db() -> Path:
     """Airflow's metadata database, migrated once per session; returns AIRFLOW_HOME."""
@@ -84,14 +90,18 @@ def airflow_db() -> Path:
     )
     if result.returncode != 0:
         raise RuntimeError(f"airflow db migrate failed:\n{result.stdout}\n{result.stderr}")
+    shutil.copyfile(AIRFLOW_HOME / "airflow.db", MIGRATED_DB)
     return AIRFLOW_HOME
 
 
 @pytest.fixture(scope="session")
 def deployment(airflow_db: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]:
     """The session's one api-server, scheduler and dag-processor (tests/airflow/deployment.py),
-    started when a test first asks for it."""
-    with start_deployment(tmp_path_factory.mktemp("deployment")) as started:
+    started when a test first asks for it, on a metadata database of its own: the `dag.test()`
+    runs of other modules write theirs, and a scheduler sharing it would run their tasks too."""
+    home = tmp_path_factory.mktemp("deployment")
+    metadata = shutil.copyfile(MIGRATED_DB, home / "airflow.db")
+    with start_deployment(home, metadata) as started:
         yield started
 
 

@@ -8,13 +8,15 @@ it on the running deployment as an operator would, and the deployment puts back 
 when the module is done (`Deployment.configured`):
 - the tables of `tables.yaml` (`$ICEFLOE_TABLES_CONFIG`: the page reads the file when it
   looks at the tables, so an edit shows at the next refresh); its `fleets` stay the same all
-  session, since the dag-processor makes the fleet DAG from them at its start (a module that
-  runs the fleet DAG writes it again first: `AirflowServer.reserialize_dags`, since the
-  `dag.test()` of other modules write their own versions of it);
+  session, since the dag-processor makes the fleet DAG from them at its start;
 - the `iceberg_default` connection, kept in Airflow's metadata database (through the REST
   API, as a user creates it in the UI) and looked up at each request, never in the processes'
   environment, which would shadow it;
 - the page's cache of the live tables, refreshed after each change.
+
+The deployment has a metadata database of its own (a copy of the session's, as migrated):
+the `dag.test()` runs of other modules write their versions of the same DAG ids and their
+runs into the session's, and a scheduler there would run their tasks beside them.
 
 The run history of each module's tables lives in its connection's own state store (the
 connection's `state_uri`), so Airflow's `[icefloe] state_uri`, which the fleet pages read, holds
@@ -103,15 +105,17 @@ class Deployment:
 
 
 @contextmanager
-def start_deployment(home: Path) -> Iterator[Deployment]:
-    """Start the deployment with its tables config and state store in `home`, the session's
-    Airflow settings from os.environ (tests/airflow/conftest.py), and no `iceberg_default`
-    there: the metadata database's is the one the modules set."""
+def start_deployment(home: Path, metadata: Path) -> Iterator[Deployment]:
+    """Start the deployment with its tables config and state store in `home`, its metadata
+    database at `metadata` (a migrated SQLite file), the session's other Airflow settings from
+    os.environ (tests/airflow/conftest.py), and no `iceberg_default` there: the metadata
+    database's is the one the modules set."""
     config = home / "tables.yaml"
     config.write_text(json.dumps({"tables": [], "fleets": FLEETS}))
     state_uri = state_store_uri(home)
     env = {
         **os.environ,
+        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{metadata}",
         CONFIG_ENV: str(config),
         STATE_URI_ENV: state_uri,
         # The DAG files are parsed once, at the start: what the modules change later makes no
@@ -120,9 +124,8 @@ def start_deployment(home: Path) -> Iterator[Deployment]:
         "AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL": "3600",
         # A job whose table another job holds waits in the triggerer, as a deployment that
         # turns deferral on has every operator do (`IcefloeJobOperator(deferrable=...)`); a
-        # test that needs the triggerer starts it (`server.running("triggerer")`): running
-        # all session, it would also run the triggers of later modules' `dag.test()` runs,
-        # which share the metadata database and run their triggers themselves.
+        # test that needs the triggerer starts it (`server.running("triggerer")`), so that it
+        # costs the rest of the suite nothing.
         "AIRFLOW__OPERATORS__DEFAULT_DEFERRABLE": "True",
     }
     env.pop(f"AIRFLOW_CONN_{CONN_ID.upper()}", None)

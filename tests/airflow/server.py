@@ -46,6 +46,9 @@ import httpx
 
 ADMIN_USER = "admin"
 FINISHED_RUN_STATES = frozenset({"success", "failed"})
+# Between two looks at a run, a DAG or the deployment's health: each look is one GET on
+# loopback, and a run's end is seen within this (at 2 s, runs of seconds waited up to 2 s more).
+POLL_SECONDS = 0.5
 _LOG_TAIL_LINES = 150
 
 
@@ -95,17 +98,6 @@ class AirflowServer:
 
     def delete(self, path: str, **kwargs: Any) -> httpx.Response:
         return self.client.delete(path, **kwargs)
-
-    def reserialize_dags(self) -> None:
-        """Write the DAGs as this deployment's settings make them into the metadata database
-        (`airflow dags reserialize`): a `dag.test()` elsewhere in the session writes its own
-        version of a DAG id into the shared database, and the scheduler runs the latest."""
-        airflow = Path(sys.executable).with_name("airflow")
-        done = subprocess.run(
-            [str(airflow), "dags", "reserialize"],
-            env=dict(self.env), capture_output=True, text=True, timeout=300, check=False,
-        )  # fmt: skip
-        assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
 
     def task_log(self, dag_id: str, run_id: str, task_id: str, try_number: int = 1) -> str:
         """A task's log as a person reads it in the UI: each line's event, then any errors."""
@@ -163,7 +155,7 @@ class AirflowServer:
                     f"DAG {dag_id!r} not known to the api-server after {timeout:.0f}s: "
                     f"{response.status_code} {response.text[:300]}"
                 )
-            time.sleep(1.0)
+            time.sleep(POLL_SECONDS)
 
     def wait_for_dag_run(
         self, dag_id: str, dag_run_id: str, timeout: float = 600.0
@@ -181,7 +173,7 @@ class AirflowServer:
                 raise TimeoutError(
                     f"run {dag_id}/{dag_run_id} still {run['state']!r} after {timeout:.0f}s"
                 )
-            time.sleep(2.0)
+            time.sleep(POLL_SECONDS)
 
 
 def _server_settings(env: Mapping[str, str], base_url: str, log_dir: Path) -> dict[str, str]:
@@ -269,7 +261,7 @@ def _wait_healthy(
                 components = ("metadatabase", *wanted)
                 if all(health[c]["status"] == "healthy" for c in components):
                     return
-        time.sleep(1.0)
+        time.sleep(POLL_SECONDS)
     raise TimeoutError(f"Airflow at {base_url} not healthy after {timeout:.0f}s; last: {last}")
 
 

@@ -41,7 +41,7 @@ def test_trigger_with_conf_runs_to_success_and_bad_conf_is_refused(
         server.wait_for_dag(DAG_ID)
         # New DAGs start paused: the user unpauses, then triggers.
         assert server.patch(f"/api/v2/dags/{DAG_ID}", json={"is_paused": False}).is_success
-        # Earlier dag.test() runs of this session share the metadata database.
+        # Other modules may have run this DAG on the deployment already.
         runs_before = server.get(runs).json()["total_entries"]
 
         # A value of the wrong JSON type is refused by Airflow itself, before any run exists.

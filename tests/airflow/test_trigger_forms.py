@@ -308,7 +308,6 @@ def test_the_fleet_form_plans_a_dry_run_and_refuses_a_bad_budget(stack: Stack) -
     naming the field, before any table is read."""
     dag_id = "icefloe_fleet__iceberg_default"
     stack.server.wait_for_dag(dag_id)  # no pool created: the fleet's jobs use Airflow's own
-    stack.server.reserialize_dags()  # test_spark_connect_dags.py's dag.test() has spark_apps 2
     assert stack.server.get(f"/api/v2/dags/{dag_id}").json()["max_active_tasks"] == 1
     users = small_files(stack.warehouse / "db" / "users", files=6)
     stack.catalog.register_table("db.users", users.metadata_location)

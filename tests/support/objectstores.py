@@ -157,12 +157,15 @@ class AzuriteRelay:
 
 
 def ensure_azurite() -> Path:
-    """Azurite's blob server, installed from npm into .cache/node/ (git-ignored) if missing."""
+    """Azurite's blob server, installed from npm into .cache/node/ (git-ignored) if missing.
+    `make test` installs it before pytest starts (the Makefile's `node`), so the suite's time is
+    the tests'; a test run by other means installs it on first use."""
     if not AZURITE_BLOB.exists():
         npm = shutil.which("npm")
         if npm is None:
             raise RuntimeError("npm is needed to install Azurite for the Azure tests")
         NODE_DIR.mkdir(parents=True, exist_ok=True)
+        print(f"npm: installing Azurite {AZURITE_VERSION} into {NODE_DIR}", file=sys.stderr)
         subprocess.run(
             [npm, "install", "--prefix", str(NODE_DIR), "--no-audit", "--no-fund", "--silent",
              f"azurite@{AZURITE_VERSION}"],
