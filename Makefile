@@ -72,7 +72,8 @@ lint: $(BIN)/activate
 	$(BIN)/ruff format --check .
 
 # Two workers (pytest-xdist): the suite waits on servers and subprocesses much of the time, so
-# two sessions share the 2 cores it was measured on; tests/conftest.py keeps each module, and
-# every module of the Airflow deployment, on one worker.
+# two sessions share the 2 cores it was measured on. Modules go whole to a worker, in collection
+# order (the slow Airflow ones first), those of the Airflow deployment to the same one
+# (tests/support/workers.py).
 test: $(BIN)/activate java browser node rest-server lint
-	$(BIN)/python -m pytest -n 2 --dist loadgroup
+	$(BIN)/python -m pytest -n 2 --no-loadscope-reorder

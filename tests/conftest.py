@@ -2,9 +2,8 @@
 the fixtures it takes, or by its module or itself (`browser`, `spark_submit`, and the modules
 that start a server themselves)."""
 
-from collections import defaultdict
-
 import pytest
+from xdist.remote import Producer
 
 # `catalog` (a fresh SqlCatalog) and `backend` (sqlite, postgresql) for catalog-backed tests.
 from tests.support.catalogs import backend, catalog  # noqa: F401
@@ -25,21 +24,20 @@ from tests.support.spark import spark, spark_conf_dir  # noqa: F401
 # once per session when a test asks for it; `job_runner`: a job run both ways (tests/spark).
 from tests.support.spark_connect import job_runner, spark_connect_fixture  # noqa: F401
 
+# How `make test`'s two pytest-xdist workers share the suite.
+from tests.support.workers import ModuleScheduling, check_deployment_modules
+
 # Fixtures that start a server process (once per session).
 _SERVER_FIXTURES = frozenset(
     {"rest_catalog_server", "s3_store", "s3_proxy", "gcs_store", "azure_store", "spark_connect"}
 )
 
 
-# `make test` runs the suite on two pytest-xdist workers (`--dist loadgroup`); each worker has
-# its own session (Spark, servers, Airflow home). A module goes to one worker whole, so its
-# module-scoped fixtures start once; every module using the Airflow deployment goes to the
-# same worker, so one deployment serves them all.
-_SHARED_BY_MODULES = ("deployment",)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Producer) -> ModuleScheduling:
+    """`make test`'s two workers: modules whole, the deployment's together (workers.py)."""
+    return ModuleScheduling(config, log)
 
 
-# First: xdist reads the groups in its own hook.
-@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         fixtures = set(getattr(item, "fixturenames", ()))
@@ -47,11 +45,4 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         connect = callspec is not None and callspec.params.get("job_runner") == "connect"
         if connect or fixtures & _SERVER_FIXTURES:
             item.add_marker(pytest.mark.servers)
-    by_module: dict[str, list[pytest.Item]] = defaultdict(list)
-    for item in items:
-        by_module[item.nodeid.split("::")[0]].append(item)
-    for path, tests in by_module.items():
-        used = {f for test in tests for f in getattr(test, "fixturenames", ())}
-        group = next((f for f in _SHARED_BY_MODULES if f in used), path)
-        for test in tests:
-            test.add_marker(pytest.mark.xdist_group(group))
+    check_deployment_modules(items)
