@@ -1,7 +1,8 @@
 """The session's one Airflow deployment: an api-server, a scheduler and a dag-processor
 (`tests/airflow/server.py`), started once by the `deployment` fixture (tests/airflow/conftest.py)
 and shared by every module that tests through them (the Iceberg page, the fleet pages, the
-trigger forms, the REST API). Each start cost 10-20 s on the 2-core test machine.
+trigger forms, the REST API, a fleet run waiting for a lease). Each start cost 10-20 s on the
+2-core test machine.
 
 What differs between those modules is what the plugin reads per request, so each module sets
 it on the running deployment as an operator would, and the deployment puts back what was there
@@ -20,8 +21,9 @@ runs into the session's, and a scheduler there would run their tasks beside them
 
 The run history of each module's tables lives in its connection's own state store (the
 connection's `state_uri`), so Airflow's `[icefloe] state_uri`, which the fleet pages read, holds
-only what a module records there itself. Jobs spark-submit (the deployment has no
-`[icefloe] spark_connect_conn_id`): the trigger forms' tests check that shape.
+only what a module records there itself. The job DAGs' jobs spark-submit (the deployment has
+no `[icefloe] spark_connect_conn_id`): the trigger forms' tests check that shape; the fleet's
+run as clients of the session's Spark Connect server (its `spark_connect_conn_id`).
 """
 
 from __future__ import annotations
@@ -40,9 +42,18 @@ from icefloe_airflow.tables_config import CONFIG_ENV
 from tests.airflow.server import AirflowServer, airflow_server
 
 CONN_ID = "iceberg_default"
+# The Spark Connect connection the fleet's jobs use (to the session's server: `spark_connect`).
+FLEET_SPARK_CONNECT_CONN_ID = "spark_connect_fleet"
 # The fleet DAG (`icefloe_fleet__iceberg_default`, hand-triggered) of whichever catalog the
-# connection names at the time; one job at a time per run.
-FLEETS = [{"iceberg_conn_id": CONN_ID, "schedule": None, "spark_apps": 1}]
+# connection names at the time; one job at a time per run, each a client of the warm server.
+FLEETS = [
+    {
+        "iceberg_conn_id": CONN_ID,
+        "schedule": None,
+        "spark_apps": 1,
+        "spark_connect_conn_id": FLEET_SPARK_CONNECT_CONN_ID,
+    }
+]
 
 
 def state_store_uri(directory: Path) -> str:
@@ -105,17 +116,20 @@ class Deployment:
 
 
 @contextmanager
-def start_deployment(home: Path, metadata: Path) -> Iterator[Deployment]:
+def start_deployment(
+    home: Path, metadata: Path, spark_connect: Mapping[str, Any]
+) -> Iterator[Deployment]:
     """Start the deployment with its tables config and state store in `home`, its metadata
-    database at `metadata` (a migrated SQLite file), the session's other Airflow settings from
-    os.environ (tests/airflow/conftest.py), and no `iceberg_default` there: the metadata
-    database's is the one the modules set."""
+    database at `metadata` (a migrated SQLite file), the fleet's `spark_connect` connection,
+    the session's other Airflow settings from os.environ (tests/airflow/conftest.py), and no
+    `iceberg_default` there: the metadata database's is the one the modules set."""
     config = home / "tables.yaml"
     config.write_text(json.dumps({"tables": [], "fleets": FLEETS}))
     state_uri = state_store_uri(home)
     env = {
         **os.environ,
         "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{metadata}",
+        f"AIRFLOW_CONN_{FLEET_SPARK_CONNECT_CONN_ID.upper()}": json.dumps(spark_connect),
         CONFIG_ENV: str(config),
         STATE_URI_ENV: state_uri,
         # The DAG files are parsed once, at the start: what the modules change later makes no

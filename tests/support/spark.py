@@ -1,8 +1,9 @@
 """One local SparkSession for every test that needs Spark (tests/spark and tests/airflow).
 
-Starting Spark costs seconds, so the session is shared by the whole run (two cores, two
-shuffle partitions, no UI). Python workers run the interpreter running the tests, so they
-import the same icecore and spark_jobs (installed in the virtualenv).
+Starting Spark costs seconds, so the session is shared by the whole pytest session (each of
+`make test`'s two workers has its own; two cores, two shuffle partitions, no UI). Python
+workers run the interpreter running the tests, so they import the same icecore and
+spark_jobs (installed in the virtualenv).
 """
 
 from __future__ import annotations
