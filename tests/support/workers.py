@@ -3,8 +3,10 @@
 Each worker is a pytest session of its own (its Spark, its servers, its Airflow home), so a
 module goes to one worker whole (its module-scoped fixtures start once) and the modules that
 use the Airflow deployment (`tests/airflow/deployment.py`, four processes) all go to the same
-worker, where one deployment serves them. Work is handed out in collection order, the slow
-Airflow modules first, so that no long module starts near the end.
+worker, where one deployment serves them. Work is handed out in collection order
+(`--no-loadscope-reorder`, as the Makefile runs it; xdist would otherwise send the modules with
+the most tests first), the slow Airflow modules first, so that no long module starts near the
+end.
 
 The controller sees only node ids, not fixtures: `DEPLOYMENT_MODULES` names those modules, and
 `check_deployment_modules` (run by each worker on its collection) fails the run if a module
