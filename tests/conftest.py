@@ -2,8 +2,11 @@
 the fixtures it takes, or by its module or itself (`browser`, `spark_submit`, and the modules
 that start a server themselves)."""
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 import pytest
-from xdist.remote import Producer
 
 # `catalog` (a fresh SqlCatalog) and `backend` (sqlite, postgresql) for catalog-backed tests.
 from tests.support.catalogs import backend, catalog  # noqa: F401
@@ -26,6 +29,9 @@ from tests.support.spark_connect import job_runner, spark_connect_fixture  # noq
 
 # How `make test`'s two pytest-xdist workers share the suite.
 from tests.support.workers import ModuleScheduling, check_deployment_modules
+
+if TYPE_CHECKING:
+    from xdist.remote import Producer
 
 # Fixtures that start a server process (once per session).
 _SERVER_FIXTURES = frozenset(

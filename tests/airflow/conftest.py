@@ -95,16 +95,13 @@ def airflow_db() -> Path:
 
 
 @pytest.fixture(scope="session")
-def deployment(
-    airflow_db: Path, spark_connect: SparkConnectServer, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[Deployment]:
+def deployment(airflow_db: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]:
     """The session's one api-server, scheduler and dag-processor (tests/airflow/deployment.py),
     started when a test first asks for it, on a metadata database of its own: the `dag.test()`
     runs of other modules write theirs, and a scheduler sharing it would run their tasks too."""
     home = tmp_path_factory.mktemp("deployment")
     metadata = shutil.copyfile(MIGRATED_DB, home / "airflow.db")
-    fleet_connect = json.loads(spark_connect_connection_json(spark_connect.url))
-    with start_deployment(home, metadata, fleet_connect) as started:
+    with start_deployment(home, metadata) as started:
         yield started
 
 

@@ -23,7 +23,8 @@ The run history of each module's tables lives in its connection's own state stor
 connection's `state_uri`), so Airflow's `[icefloe] state_uri`, which the fleet pages read, holds
 only what a module records there itself. The job DAGs' jobs spark-submit (the deployment has
 no `[icefloe] spark_connect_conn_id`): the trigger forms' tests check that shape; the fleet's
-run as clients of the session's Spark Connect server (its `spark_connect_conn_id`).
+run as clients of a Spark Connect server (its `spark_connect_conn_id`, a connection the module
+running them creates).
 """
 
 from __future__ import annotations
@@ -42,7 +43,8 @@ from icefloe_airflow.tables_config import CONFIG_ENV
 from tests.airflow.server import AirflowServer, airflow_server
 
 CONN_ID = "iceberg_default"
-# The Spark Connect connection the fleet's jobs use (to the session's server: `spark_connect`).
+# The Spark Connect connection the fleet's jobs use; a module that runs them creates it (to
+# the session's server, `spark_connect`), so that the other modules start no such server.
 FLEET_SPARK_CONNECT_CONN_ID = "spark_connect_fleet"
 # The fleet DAG (`icefloe_fleet__iceberg_default`, hand-triggered) of whichever catalog the
 # connection names at the time; one job at a time per run, each a client of the warm server.
@@ -116,20 +118,17 @@ class Deployment:
 
 
 @contextmanager
-def start_deployment(
-    home: Path, metadata: Path, spark_connect: Mapping[str, Any]
-) -> Iterator[Deployment]:
+def start_deployment(home: Path, metadata: Path) -> Iterator[Deployment]:
     """Start the deployment with its tables config and state store in `home`, its metadata
-    database at `metadata` (a migrated SQLite file), the fleet's `spark_connect` connection,
-    the session's other Airflow settings from os.environ (tests/airflow/conftest.py), and no
-    `iceberg_default` there: the metadata database's is the one the modules set."""
+    database at `metadata` (a migrated SQLite file), the session's other Airflow settings from
+    os.environ (tests/airflow/conftest.py), and no `iceberg_default` there: the metadata
+    database's is the one the modules set."""
     config = home / "tables.yaml"
     config.write_text(json.dumps({"tables": [], "fleets": FLEETS}))
     state_uri = state_store_uri(home)
     env = {
         **os.environ,
         "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{metadata}",
-        f"AIRFLOW_CONN_{FLEET_SPARK_CONNECT_CONN_ID.upper()}": json.dumps(spark_connect),
         CONFIG_ENV: str(config),
         STATE_URI_ENV: state_uri,
         # The DAG files are parsed once, at the start: what the modules change later makes no

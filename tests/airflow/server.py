@@ -99,6 +99,14 @@ class AirflowServer:
     def delete(self, path: str, **kwargs: Any) -> httpx.Response:
         return self.client.delete(path, **kwargs)
 
+    def mapped_tasks(self, dag_id: str, run_id: str, group: str) -> list[dict[str, Any]]:
+        """The task instances of a run's mapped task `group` (a fleet run's `table`: each
+        table's jobs, `map_index` telling the table), as the REST API gives them."""
+        response = self.get(f"/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances")
+        assert response.status_code == 200, response.text
+        tasks = response.json()["task_instances"]
+        return [t for t in tasks if t["task_id"].startswith(f"{group}.")]
+
     def task_log(self, dag_id: str, run_id: str, task_id: str, try_number: int = 1) -> str:
         """A task's log as a person reads it in the UI: each line's event, then any errors."""
         response = self.get(

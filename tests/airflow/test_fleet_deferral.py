@@ -7,7 +7,11 @@ deferred task against), a deferred job held its slot and the run stood still."""
 
 from __future__ import annotations
 
+import json
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -15,10 +19,17 @@ import pytest
 from icefloe_airflow.state import MaintenanceStore
 
 from icecore.catalog import catalog_from_settings
-from tests.airflow.deployment import Deployment, icefloe_connection, state_store_uri
+from tests.airflow.conftest import spark_connect_connection_json
+from tests.airflow.deployment import (
+    FLEET_SPARK_CONNECT_CONN_ID,
+    Deployment,
+    icefloe_connection,
+    state_store_uri,
+)
 from tests.airflow.server import AirflowServer
 from tests.airflow.test_lease_wait import leased
 from tests.airflow.test_spark_connect_dags import readers_rows, small_files_table
+from tests.support.spark_connect import SparkConnectServer
 
 pytestmark = pytest.mark.servers
 DAG_ID = "icefloe_fleet__iceberg_default"
@@ -28,12 +39,10 @@ DONE = ("success", "skipped")
 
 def job_tasks(server: AirflowServer, run_id: str, index: int) -> dict[str, dict[str, Any]]:
     """The job task instances of the table mapped at `index`, by job."""
-    response = server.get(f"/api/v2/dags/{DAG_ID}/dagRuns/{run_id}/taskInstances")
-    assert response.status_code == 200, response.text
     return {
         t["task_id"].removeprefix("table."): t
-        for t in response.json()["task_instances"]
-        if t["task_id"].startswith("table.") and t["map_index"] == index
+        for t in server.mapped_tasks(DAG_ID, run_id, "table")
+        if t["map_index"] == index
     }
 
 
@@ -49,8 +58,22 @@ def planned_tables(server: AirflowServer, run_id: str) -> list[str]:
     raise AssertionError(f"no plan for {run_id}: {response.status_code} {response.text}")
 
 
+@contextmanager
+def fleet_jobs_on(server: AirflowServer, spark_connect: SparkConnectServer) -> Iterator[None]:
+    """The fleet's Spark Connect connection, to the session's server, while the block runs
+    (created through the REST API, as a user creates it in the UI)."""
+    fields = json.loads(spark_connect_connection_json(spark_connect.url))
+    body = {"connection_id": FLEET_SPARK_CONNECT_CONN_ID, **fields}
+    created = server.post("/api/v2/connections", json=body)
+    assert created.status_code == 201, created.text
+    try:
+        yield
+    finally:
+        server.delete(f"/api/v2/connections/{FLEET_SPARK_CONNECT_CONN_ID}")
+
+
 def test_a_leased_tables_job_waits_in_the_triggerer_while_the_other_table_runs(
-    deployment: Deployment, tmp_path: Path
+    deployment: Deployment, spark_connect: SparkConnectServer, tmp_path: Path
 ) -> None:
     warehouse = tmp_path / "warehouse"
     warehouse.mkdir()
@@ -76,7 +99,11 @@ def test_a_leased_tables_job_waits_in_the_triggerer_while_the_other_table_runs(
             seen["free"] = free_jobs
         return "free" in seen
 
-    with deployment.configured([], connection) as server, server.running("triggerer"):
+    with (
+        deployment.configured([], connection) as server,
+        fleet_jobs_on(server, spark_connect),
+        server.running("triggerer"),
+    ):
         server.wait_for_dag(DAG_ID)
         assert server.patch(f"/api/v2/dags/{DAG_ID}", json={"is_paused": False}).is_success
         with leased(warehouse, LEASED, until=other_table_done_while_deferred, at_most=240) as freed:
@@ -97,7 +124,8 @@ def test_a_leased_tables_job_waits_in_the_triggerer_while_the_other_table_runs(
     free_compaction = seen["free"]["rewrite_data_files"]
     assert free_compaction["state"] == "success", seen["free"]
     # It started after the leased table's compaction had deferred: not before, in its turn.
-    assert free_compaction["start_date"] > seen["deferred"]["start_date"], (seen, states)
+    deferred_start = datetime.fromisoformat(seen["deferred"]["start_date"])
+    assert datetime.fromisoformat(free_compaction["start_date"]) > deferred_start, (seen, states)
     assert run["state"] == "success", states
     assert states[LEASED]["rewrite_data_files"] == "success", states
     store = MaintenanceStore.open(state_store_uri(tmp_path))

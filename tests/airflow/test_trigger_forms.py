@@ -140,9 +140,7 @@ def peak_of_running_jobs(server: AirflowServer, dag_id: str, run_id: str) -> tup
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline:
         finished = server.get(path).json()["state"] in FINISHED_RUN_STATES
-        response = server.get(f"{path}/taskInstances")
-        assert response.status_code == 200, response.text
-        jobs = [t for t in response.json()["task_instances"] if t["task_id"].startswith("table.")]
+        jobs = server.mapped_tasks(dag_id, run_id, "table")
         peak = max(peak, sum(t["state"] in ("running", "queued") for t in jobs))
         tables |= {t["map_index"] for t in jobs if t["state"] in ("success", "skipped")}
         if finished:
