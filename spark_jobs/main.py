@@ -13,6 +13,6 @@ from pathlib import Path
 if __name__ == "__main__":
     here = Path(__file__).resolve().parent
     sys.path[:] = [p for p in sys.path if not p or Path(p).resolve() != here]
-    from spark_jobs.common.cli import main
+    from spark_jobs.common.cli import exit_process, main
 
-    sys.exit(main())
+    exit_process(main())

@@ -38,6 +38,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from icecore.data.arrow_numpy import flags, integers, strings
 from icecore.data.parquet_columns import (
     match_columns,
     project_column,
@@ -270,7 +271,7 @@ class LiveBatches:
             columns = match_columns(parquet.schema_arrow, (DELETE_FILE_PATH, DELETE_FILE_POS))
             path_name = columns[DELETE_FILE_PATH.field_id].name
             pos_name = columns[DELETE_FILE_POS.field_id].name
-            wanted = pa.array(sorted(self.wanted_paths), pa.string())
+            wanted = strings(sorted(self.wanted_paths))
             for group in range(parquet.metadata.num_row_groups):
                 if not self._may_hold(parquet.metadata.row_group(group), path_name):
                     continue
@@ -279,8 +280,8 @@ class LiveBatches:
                 if not table.num_rows:
                     continue
                 encoded = table.column(path_name).combine_chunks().dictionary_encode()
-                codes = encoded.indices.to_numpy(zero_copy_only=False)
-                positions = table.column(pos_name).to_numpy().astype(np.int64, copy=False)
+                codes = integers(encoded.indices)  # null paths were filtered out
+                positions = _as_int64(table.column(pos_name).combine_chunks())
                 for code, path in enumerate(encoded.dictionary.to_pylist()):
                     paths[path].append(positions[codes == code])
         result = {p: np.concatenate(chunks) for p, chunks in paths.items()}
@@ -375,8 +376,8 @@ class KeySet:
 
     def __init__(self, keys: pa.Table) -> None:
         self.keys = keys.combine_chunks()
-        self.table: np.ndarray | None = None  # a flag per value from `low` on
-        self.low = 0
+        self.table: np.ndarray | None = None  # a flag per value from `low - 1` to `high + 1`
+        self.shift = np.int64(0)  # `low - 1` in int64 arithmetic (wrapped at LONG_MIN)
         self.index: pd.Index | None = None
         self.null_key = False
         if self.keys.num_columns == 1 and self.keys.num_rows:
@@ -391,9 +392,9 @@ class KeySet:
         low, high = (int(values.min()), int(values.max())) if values.size else (0, 0)
         span = high - low + 1
         if span <= max(1, min(self.DENSE_BYTES_PER_KEY * values.size, self.DENSE_MAX_BYTES)):
-            self.low = low
-            self.table = np.zeros(span, dtype=bool)
-            self.table[values - low] = True
+            self.shift = np.int64((low - 1 + 2**63) % 2**64 - 2**63)  # wrapped as int64
+            self.table = np.zeros(span + 2, dtype=bool)  # both ends False: no key there
+            self.table[values - self.shift] = True
             return
         import pandas as pd  # noqa: PLC0415 (sparse keys only)
 
@@ -408,8 +409,7 @@ class KeySet:
             return self._look_up(_storage(columns[0]))
         if len(columns) == 1:
             values = _storage(self.keys.column(0).chunk(0))
-            hit = pc.is_in(_storage(columns[0]), value_set=values, skip_nulls=False)
-            return hit.to_numpy(zero_copy_only=False)
+            return flags(pc.is_in(_storage(columns[0]), value_set=values, skip_nulls=False))
         rows = len(columns[0])
         names = self.keys.column_names
         left, right = _null_safe(pa.table(list(columns), names=names), self.keys)
@@ -420,20 +420,19 @@ class KeySet:
         return matched
 
     def _look_up(self, column: pa.Array) -> np.ndarray:
+        found = self._found(_as_int64(column))
         if not column.null_count:
-            return self._found(_as_int64(column))
-        valid = column.is_valid().to_numpy(zero_copy_only=False)
-        found = self._found(_as_int64(column.fill_null(0)))
+            return found
+        valid = flags(column.is_valid())  # a null's slot holds any value: masked here
         return (found & valid) | (~valid if self.null_key else False)
 
     def _found(self, values: np.ndarray) -> np.ndarray:
         if self.table is None:
             assert self.index is not None
             return self.index.get_indexer(values) >= 0
-        # Clipped into the table's range (no overflow on the way), then kept only where
-        # clipping changed nothing.
-        clipped = np.clip(values, self.low, self.low + len(self.table) - 1)
-        return self.table[clipped - self.low] & (clipped == values)
+        # int64 arithmetic wraps, but a value lands inside the table only if it is one of the
+        # table's values; any other is below 0 or past the end, clipped onto a False end.
+        return self.table.take(values - self.shift, mode="clip")
 
 
 def _integer_like(kind: pa.DataType) -> bool:
@@ -444,12 +443,10 @@ def _integer_like(kind: pa.DataType) -> bool:
 
 
 def _as_int64(column: pa.Array) -> np.ndarray:
-    """A column without nulls as int64 numbers, equal exactly when the values are (the same
-    type on both sides of a look-up: timestamps and times by their stored integers)."""
-    kind = column.type
-    if not pa.types.is_integer(kind):
-        column = column.view(pa.int32() if kind.bit_width == 32 else pa.int64())
-    return column.to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
+    """A column's values as int64 numbers, equal exactly when the values are (the same type on
+    both sides of a look-up: timestamps and times by their stored integers); a null's is
+    unspecified."""
+    return integers(column).astype(np.int64, copy=False)
 
 
 def _kept(rows: int, position: int, deleted: np.ndarray) -> np.ndarray | None:

@@ -51,6 +51,7 @@ Connect, Spark logs on the server, not here).
 
 from __future__ import annotations
 
+import gc
 import importlib
 import json
 import logging
@@ -58,7 +59,7 @@ import os
 import sys
 import traceback
 from collections.abc import Mapping, Sequence
-from typing import Any, TextIO
+from typing import Any, NoReturn, TextIO
 
 from icecore.catalog import Catalog, catalog_from_settings
 from icecore.errors import IcecoreError
@@ -256,3 +257,13 @@ def main(
     print(json.dumps(dict(result), sort_keys=True, default=str), file=out, flush=True)
     _record({"result": result})
     return 0
+
+
+def exit_process(code: int) -> NoReturn:
+    """End a job's own process (the command line's) with `code`. Its objects are frozen
+    first, so the interpreter's shutdown does not walk every one of them in a last cyclic
+    collection: about 0.1 s after a job, a tenth of a small conversion's whole run, for memory
+    the operating system takes back anyway. Shutdown still runs its exit handlers and
+    releases what is not in a cycle; never called inside a caller's process (Airflow's)."""
+    gc.freeze()
+    sys.exit(code)

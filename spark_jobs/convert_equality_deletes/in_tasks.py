@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 
+from icecore.data.arrow_numpy import int64s, repeated_string
 from icecore.data.arrow_schema import arrow_schema
 from icecore.data.live_batches import DataRef, DeleteRef, LiveBatches
 from icecore.data.metrics import MetricsConfig
@@ -46,12 +47,14 @@ from spark_jobs.common.session import parallelism
 from spark_jobs.common.worker import cheap_cache_invalidation, worker_io
 from spark_jobs.writing.arrow_files import (
     WRITTEN,
+    WRITTEN_NAMES,
     TaskWriter,
     WritePlan,
     kept_files,
     written_batch,
 )
 from spark_jobs.writing.deletion_vectors import (
+    DV_REPORT_NAMES,
     DVTarget,
     PuffinTaskWriter,
     WrittenDVs,
@@ -132,9 +135,10 @@ def convert_in_tasks(work: Work, *, spark: SparkSession | None) -> WrittenDVs:
     }
     reported: list[dict[str, Any]] = []
     if bins and spark is None:
+        names = DV_REPORT_NAMES if work.deletion_vectors else WRITTEN_NAMES
         with ThreadPoolExecutor(min(workers, len(bins)), "icefloe-convert") as pool:
-            for batch in pool.map(partial(_convert_bin, spec=spec), bins):
-                reported.extend(batch.to_pylist())
+            for written in pool.map(partial(_convert_bin, spec=spec), bins):
+                reported.extend(dict(zip(names, row, strict=True)) for row in written)
     elif bins:
         payload = json.dumps({**spec, "bins": bins})
         report = dv_report() if work.deletion_vectors else WRITTEN
@@ -180,13 +184,16 @@ def _bins(work: Work, workers: int) -> list[dict[str, Any]]:
 def _task(batches: Iterator[pa.RecordBatch], payload: str) -> Iterator[pa.RecordBatch]:
     cheap_cache_invalidation()
     spec = json.loads(payload)
+    report = dv_reports if spec["dvs"] else written_batch
     for batch in batches:
         for index in batch.column(0).to_pylist():
-            yield _convert_bin(spec["bins"][index], spec)
+            yield report(_convert_bin(spec["bins"][index], spec))
 
 
-def _convert_bin(work: dict[str, Any], spec: dict[str, Any]) -> pa.RecordBatch:
-    """Find one bin's deleted positions and write them; what the task wrote."""
+def _convert_bin(work: dict[str, Any], spec: dict[str, Any]) -> list[tuple[Any, ...]]:
+    """Find one bin's deleted positions and write them; what the task wrote (its writer's
+    report rows). The driver's threads call this too, so nothing here converts Python or
+    NumPy values with pyarrow's own calls (`icecore.data.arrow_numpy`)."""
     plan = WritePlan.from_json(spec["plan"])
     fields = [NestedField.from_json(f) for f in spec["fields"]]
     data = [DataRef.from_json(d) for d in work["data"]]
@@ -207,16 +214,18 @@ def _convert_bin(work: dict[str, Any], spec: dict[str, Any]) -> pa.RecordBatch:
         for ref, group in zip(data, work["groups"], strict=True):
             positions = reader.equality_deleted(ref)
             if positions.size:
-                paths = pa.repeat(pa.scalar(ref.path, pa.string()), positions.size)
-                rows = pa.Table.from_arrays([paths, pa.array(positions)], schema=writer.schema)
+                paths = repeated_string(ref.path, positions.size)
+                rows = pa.Table.from_arrays([paths, int64s(positions)], schema=writer.schema)
                 writer.add(rows, group=group)
-        return written_batch(writer.close())
+        return writer.close()
     except BaseException:
         writer.abort()
         raise
 
 
-def _write_dvs(data: Sequence[DataRef], reader: LiveBatches, plan: WritePlan) -> pa.RecordBatch:
+def _write_dvs(
+    data: Sequence[DataRef], reader: LiveBatches, plan: WritePlan
+) -> list[tuple[Any, ...]]:
     """A DV for every data file with newly deleted positions, holding its old ones too."""
     writer = PuffinTaskWriter(plan.location, worker_io(plan.io), {}, {}, plan.provider())
     try:
@@ -225,7 +234,7 @@ def _write_dvs(data: Sequence[DataRef], reader: LiveBatches, plan: WritePlan) ->
             if positions.size:
                 old = reader.deleted_positions(ref)
                 writer.add(ref.path, np.concatenate([positions, old]), True)
-        return dv_reports(writer.close())
+        return writer.close()
     except BaseException:
         writer.abort()
         raise

@@ -435,6 +435,7 @@ def _write_batches(batches: Iterator[pa.RecordBatch], payload: str) -> Iterator[
 # What a task reports of a file: location, group, partition values as JSON, metrics as JSON.
 Reported = tuple[str, int | None, str | None, str]
 WRITTEN = "location string, group int, partition string, metrics string"  # for Spark
+WRITTEN_NAMES = ("location", "group", "partition", "metrics")  # a `written_batch` row's
 
 
 def written_batch(written: Sequence[Reported]) -> pa.RecordBatch:
@@ -444,7 +445,7 @@ def written_batch(written: Sequence[Reported]) -> pa.RecordBatch:
     columns = list(zip(*written, strict=True)) or [(), (), (), ()]
     return pa.RecordBatch.from_arrays(
         [pa.array(c, t) for c, t in zip(columns, _REPORTED_TYPES, strict=True)],
-        names=["location", "group", "partition", "metrics"],
+        names=list(WRITTEN_NAMES),
     )
 
 

@@ -83,6 +83,7 @@ _REPORT_SCHEMA = pa.schema(
         pa.field("referenced", pa.string(), False),
     ]
 )
+DV_REPORT_NAMES = tuple(_REPORT_SCHEMA.names)  # a `dv_reports` row's, in order
 _SUFFIX = "-deletes.puffin"
 
 

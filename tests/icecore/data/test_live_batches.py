@@ -162,14 +162,15 @@ LONG_MIN, LONG_MAX = -(2**63), 2**63 - 1
     [
         ([5, 7, 9, None], True),  # a table of flags over 5..9
         ([LONG_MAX - 2, LONG_MAX, None], True),  # a table at the top of the range
+        ([LONG_MIN, LONG_MIN + 2], True),  # at the bottom: `low - 1` itself wraps
         ([LONG_MIN, 0, LONG_MAX], False),  # spread out: the hash index
         ([None], True),  # no value at all
     ],
-    ids=["dense", "dense-at-the-top", "sparse", "only-null"],
+    ids=["dense", "dense-at-the-top", "dense-at-the-bottom", "sparse", "only-null"],
 )
 def test_an_integer_key_set_matches_exactly_its_values(keys: list[int | None], dense: bool) -> None:
     """Both look-ups of one integer key column, against values next to every key, at both
-    ends of the range (where a table indexed by `value - low` would overflow) and null."""
+    ends of the range (where `value - low` wraps around) and null."""
     key_set = KeySet(pa.table({"k": pa.array(keys, pa.int64())}))
     assert (key_set.table is not None) == dense and (key_set.index is None) == dense
     near = {v + d for v in keys if v is not None for d in (-1, 0, 1)}
