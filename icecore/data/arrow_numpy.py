@@ -1,6 +1,6 @@
 """NumPy views of Arrow arrays, and Arrow arrays of NumPy ones, made from their buffers.
 
-    values = integers(batch.column("id"))          # int64 view of an Arrow column, no copy
+    values = integers(batch.column("id"))          # a NumPy view of an Arrow column, no copy
     column = int64s(np.flatnonzero(hit))            # Arrow int64 array over NumPy memory
     paths = repeated_string(data_file_path, count)  # one value, `count` times
     wanted = strings(sorted(paths_of_the_task))     # a value set for `pc.is_in`
