@@ -434,22 +434,22 @@ def _write_batches(batches: Iterator[pa.RecordBatch], payload: str) -> Iterator[
 
 # What a task reports of a file: location, group, partition values as JSON, metrics as JSON.
 Reported = tuple[str, int | None, str | None, str]
+_REPORTED = pa.schema(
+    [("location", pa.string()), ("group", pa.int32()), ("partition", pa.string()),
+     ("metrics", pa.string())]
+)  # fmt: skip
 WRITTEN = "location string, group int, partition string, metrics string"  # for Spark
-WRITTEN_NAMES = ("location", "group", "partition", "metrics")  # a `written_batch` row's
+WRITTEN_NAMES = tuple(_REPORTED.names)  # a `written_batch` row's, in order
 
 
 def written_batch(written: Sequence[Reported]) -> pa.RecordBatch:
     """What a writing task reports: each file's location, the group of its rows (null when
     the write has no groups), the partition values its partition columns gave (a JSON list of
     Iceberg's single-value forms; null when it has no such columns) and its metrics as JSON."""
-    columns = list(zip(*written, strict=True)) or [(), (), (), ()]
+    columns = list(zip(*written, strict=True)) or [() for _ in _REPORTED]
     return pa.RecordBatch.from_arrays(
-        [pa.array(c, t) for c, t in zip(columns, _REPORTED_TYPES, strict=True)],
-        names=list(WRITTEN_NAMES),
+        [pa.array(c, f.type) for c, f in zip(columns, _REPORTED, strict=True)], schema=_REPORTED
     )
-
-
-_REPORTED_TYPES = (pa.string(), pa.int32(), pa.string(), pa.string())
 
 
 @dataclass(frozen=True)
