@@ -164,6 +164,10 @@ class DeletionVector:
             self._array = result
         return self._array
 
+    def to_arrow(self) -> pa.Array:
+        """All positions as a sorted pyarrow int64 array."""
+        return pa.array(self.to_numpy(), type=pa.int64())
+
     def contains_many(self, positions: Any) -> np.ndarray:
         """A bool array: whether each of `positions` is deleted (binary search, vectorized)."""
         wanted = np.asarray(positions, dtype=np.int64)
