@@ -34,7 +34,6 @@ from icecore.spec.jsonfields import (
     require_object,
 )
 from icecore.spec.partitioning import PARTITION_FIELD_ID_START, PartitionSpec, fields_from_json
-from icecore.spec.properties import bool_value, int_value
 from icecore.spec.refs import MAIN_BRANCH, SnapshotRef, SnapshotRefType
 from icecore.spec.schema import Schema
 from icecore.spec.snapshots import MetadataLogEntry, Snapshot, SnapshotLogEntry
@@ -269,16 +268,6 @@ class TableMetadata:
             yield snapshot
             parent = snapshot.parent_snapshot_id
             snapshot = None if parent is None else self._snapshots_by_id.get(parent)
-
-    def property(self, name: str, default: str | None = None) -> str | None:
-        return self.properties.get(name, default)
-
-    def property_as_int(self, name: str, default: int) -> int:
-        """Strict, as every read of a declared property (`icecore.spec.properties`)."""
-        return int_value(name, self.properties.get(name), default)
-
-    def property_as_bool(self, name: str, default: bool) -> bool:
-        return bool_value(name, self.properties.get(name), default)
 
     # Serialization
 

@@ -33,4 +33,6 @@ LAST_UPDATED_SEQUENCE_NUMBER = NestedField(
 
 # The schema of position delete files (spec: "Position Delete Files").
 POSITION_DELETE_SCHEMA = Schema((DELETE_FILE_PATH, DELETE_FILE_POS))
+# Names a table column may not take where rows travel beside position-delete columns.
+POSITION_DELETE_NAMES = (DELETE_FILE_PATH.name, DELETE_FILE_POS.name)
 ROW_LINEAGE = (ROW_ID, LAST_UPDATED_SEQUENCE_NUMBER)

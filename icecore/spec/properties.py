@@ -119,6 +119,9 @@ PARQUET_PAGE_SIZE_BYTES = IntProperty("write.parquet.page-size-bytes", _MIB, 1)
 PARQUET_DICT_SIZE_BYTES = IntProperty("write.parquet.dict-size-bytes", 2 * _MIB, 1)
 PARQUET_ROW_GROUP_SIZE_BYTES = IntProperty("write.parquet.row-group-size-bytes", 128 * _MIB, 1)
 
+# Delete files (position deletes merged by minor compaction).
+DELETE_TARGET_FILE_SIZE_BYTES = IntProperty("write.delete.target-file-size-bytes", 64 * _MIB, 1)
+
 # Column metrics in manifests.
 DEFAULT_WRITE_METRICS_MODE = StringProperty("write.metadata.metrics.default", "truncate(16)")
 METRICS_MAX_INFERRED_COLUMN_DEFAULTS = IntProperty(
@@ -155,6 +158,7 @@ CHECKED: Mapping[str, IntProperty | BoolProperty] = {
         OBJECT_STORE_ENABLED,
         WRITE_OBJECT_STORE_PARTITIONED_PATHS,
         WRITE_TARGET_FILE_SIZE_BYTES,
+        DELETE_TARGET_FILE_SIZE_BYTES,
         GC_ENABLED,
         MAX_SNAPSHOT_AGE_MS,
         MIN_SNAPSHOTS_TO_KEEP,

@@ -46,6 +46,8 @@ ADDED_EQUALITY_DELETES = "added-equality-deletes"
 REMOVED_EQUALITY_DELETES = "removed-equality-deletes"
 TOTAL_EQUALITY_DELETES = "total-equality-deletes"
 CHANGED_PARTITION_COUNT = "changed-partition-count"
+# icefloe's own: the job that committed the snapshot (absent from other engines' commits).
+ICEFLOE_JOB = "icefloe.job"
 
 # (total, added, removed), in the order Java's SnapshotProducer appends them.
 _TOTALS = (

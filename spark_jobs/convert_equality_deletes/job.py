@@ -53,7 +53,7 @@ from icecore.actions.committing import cleanup_on_failure
 from icecore.catalog import Catalog
 from icecore.commit.delete_rewrite import DeleteRewrite
 from icecore.spec.manifest import DataFile, FileContent
-from icecore.spec.snapshots import Snapshot
+from icecore.spec.snapshots import ICEFLOE_JOB, Snapshot
 from icecore.spec.types import NestedField
 from icecore.table import Table
 from spark_jobs.common.attempts import run_attempts
@@ -85,7 +85,6 @@ if TYPE_CHECKING:
 
 JOB = "convert_equality_deletes"
 LOG = logging.getLogger(f"icefloe.{JOB}")
-JOB_PROPERTY = "icefloe.job"
 
 
 def run(
@@ -273,5 +272,5 @@ def _commit(
         for f, _ in added
         if f.is_deletion_vector
     )
-    rewrite.snapshot_property(JOB_PROPERTY, JOB)
+    rewrite.snapshot_property(ICEFLOE_JOB, JOB)
     return rewrite.commit().snapshot_by_id(rewrite.snapshot_id)

@@ -27,6 +27,7 @@ from icecore.data.metrics import MetricsConfig
 from icecore.errors import AlreadyExistsError, CommitStateUnknownError, NoSuchTableError
 from icecore.spec.manifest import DataFile, FileContent
 from icecore.spec.metadata import TableMetadata
+from icecore.spec.metadata_columns import POSITION_DELETE_NAMES
 from icecore.spec.properties import WRITE_DISTRIBUTION_MODE
 from icecore.spec.schema import Schema
 from icecore.spec.snapshots import Snapshot
@@ -73,7 +74,6 @@ from spark_jobs.writing.layout import PartitionLayout
 from spark_jobs.writing.transforms import sort_columns
 
 KEYED_MODES = ("upsert", "delete", "cdc")
-RESERVED_COLUMNS = ("file_path", "pos")
 
 
 def run(
@@ -263,7 +263,7 @@ def _rows(
 def _write_rows(table: Table, run: RunFiles, frame: DataFrame) -> None:
     metadata = table.metadata
     schema, spec = metadata.schema(), metadata.spec()
-    layout = PartitionLayout(spec, schema, RESERVED_COLUMNS)
+    layout = PartitionLayout(spec, schema, POSITION_DELETE_NAMES)
     rows = layout.with_partition_columns(frame.select(*conform(frame.schema, schema.fields)))
     parts = [F.col(quote_name(n)) for n in layout.names]
     order = metadata.sort_order()
@@ -335,7 +335,7 @@ def _write_written_rows(
     older DV to merge), position delete files before."""
     metadata = table.metadata
     schema, spec = metadata.schema(), metadata.spec()
-    layout = PartitionLayout(spec, schema, RESERVED_COLUMNS)
+    layout = PartitionLayout(spec, schema, POSITION_DELETE_NAMES)
     written = batch.written()
     conformed = written.select(*conform(written.schema, schema.fields), *ORDER_COLUMNS, SUPERSEDED)
     rows = layout.with_partition_columns(conformed)
@@ -381,7 +381,7 @@ def _write_equality_deletes(
     key_fields = [schema.find_field(k) for k in keys]
     deleted = batch.deleted_keys(keys)
     frame = deleted.select(*conform(deleted.schema, key_fields))
-    layout: PartitionLayout | None = PartitionLayout(spec, schema, RESERVED_COLUMNS)
+    layout: PartitionLayout | None = PartitionLayout(spec, schema, POSITION_DELETE_NAMES)
     assert layout is not None
     if layout.is_partitioned and layout.source_paths() <= set(keys):
         frame = layout.with_partition_columns(frame)

@@ -40,6 +40,7 @@ from icecore.catalog import Catalog
 from icecore.errors import CommitConflictError, ValidationError
 from icecore.spec.manifest import DataFile, content_key
 from icecore.spec.properties import WRITE_TARGET_FILE_SIZE_BYTES
+from icecore.spec.snapshots import ICEFLOE_JOB
 from icecore.spec.sorting import SortOrder
 from icecore.spec.terms import parse_sort_order
 from icecore.table import Table
@@ -53,7 +54,6 @@ from spark_jobs.specs.jobs import RewriteDataFilesOptions
 from spark_jobs.specs.results import RewriteDataFilesResult
 from spark_jobs.writing.files import RunFiles
 
-JOB_PROPERTY = "icefloe.job"
 LOG = logging.getLogger("icefloe.rewrite_data_files")
 
 
@@ -277,7 +277,7 @@ def _commit(
     rewrite.rewrite_files(replaced, added, removed_deletes)
     if options.use_starting_sequence_number:
         rewrite.use_starting_sequence_number()
-    rewrite.snapshot_property(JOB_PROPERTY, "rewrite_data_files")
+    rewrite.snapshot_property(ICEFLOE_JOB, "rewrite_data_files")
     rewrite.commit()
     committed.extend(f.file_path for f in replaced)
     LOG.info(

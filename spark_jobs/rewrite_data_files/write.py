@@ -52,7 +52,7 @@ from icecore.actions.file_sizes import FileSizeBounds
 from icecore.actions.rewrite_data_files import CompactionPlan, FileGroup
 from icecore.data.metrics import MetricsConfig
 from icecore.spec.manifest import DataFile, FileContent
-from icecore.spec.metadata_columns import ROW_LINEAGE
+from icecore.spec.metadata_columns import POSITION_DELETE_NAMES, ROW_LINEAGE
 from icecore.spec.partitioning import PartitionSpec
 from icecore.spec.schema import Schema
 from icecore.spec.sorting import SortOrder
@@ -68,7 +68,7 @@ from spark_jobs.writing.transforms import sort_columns
 
 GROUPS_PER_JOB = 64
 LOG = logging.getLogger("icefloe.rewrite_data_files")
-RESERVED_COLUMNS = ("file_path", "pos", GROUP, *(f.name for f in ROW_LINEAGE))
+RESERVED_COLUMNS = (*POSITION_DELETE_NAMES, GROUP, *(f.name for f in ROW_LINEAGE))
 # Adaptive execution off: it plans each group's broadcast of the deletes as a stage of its
 # own and reads the delete files once per group; the static plan reuses one broadcast for all
 # groups (and there is no shuffle for it to tune: file counts are explicit).

@@ -27,6 +27,7 @@ from icecore.errors import CommitStateUnknownError, ValidationError
 from icecore.location_provider import metadata_directory
 from icecore.scan import snapshot_manifests
 from icecore.spec.manifest_list import ManifestContent, ManifestFile
+from icecore.spec.snapshots import ICEFLOE_JOB
 from icecore.table import Table
 from spark_jobs.common.attempts import run_attempts
 from spark_jobs.common.errors import JobError
@@ -38,7 +39,6 @@ from spark_jobs.specs.jobs import RewriteManifestsOptions
 from spark_jobs.specs.results import RewriteManifestsResult
 
 JOB = "rewrite_manifests"
-JOB_PROPERTY = "icefloe.job"
 LOG = logging.getLogger(f"icefloe.{JOB}")
 
 
@@ -104,7 +104,7 @@ def rewrite_once(
             rewrite.delete_manifest(m)
         for m in written:
             rewrite.add_manifest(m)
-        rewrite.snapshot_property(JOB_PROPERTY, JOB)
+        rewrite.snapshot_property(ICEFLOE_JOB, JOB)
         committed = rewrite.commit()
     except CommitStateUnknownError:
         raise  # the new manifests may be the table's now

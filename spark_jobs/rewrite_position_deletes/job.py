@@ -69,6 +69,8 @@ from icecore.data.metrics import MetricsConfig
 from icecore.errors import CommitConflictError
 from icecore.spec.manifest import DataFile, FileContent
 from icecore.spec.metadata_columns import DELETE_FILE_PATH, DELETE_FILE_POS
+from icecore.spec.properties import DELETE_TARGET_FILE_SIZE_BYTES
+from icecore.spec.snapshots import ICEFLOE_JOB
 from icecore.spec.types import LongType, NestedField, StringType
 from icecore.table import Table
 from spark_jobs.common.errors import JobError
@@ -102,7 +104,6 @@ from spark_jobs.writing.grouped_deletes import (
 
 JOB = "rewrite_position_deletes"
 LOG = logging.getLogger(f"icefloe.{JOB}")
-JOB_PROPERTY = "icefloe.job"
 _D = "_del"
 # Read under other names: a table column may be called file_path or pos.
 _PATH = NestedField(DELETE_FILE_PATH.field_id, "file_path", StringType())
@@ -147,9 +148,6 @@ def run(
     it, or with partial progress only the partitions whose commit conflicted), at most
     `max_attempts` times."""
     started = time.monotonic()
-    sizes = FileSizeBounds.of(
-        options.target_file_size_bytes, options.min_file_size_bytes, options.max_file_size_bytes
-    )
     where = parse_where(options.where)
     progress = _Progress()
     conflicts: list[str] = []
@@ -157,6 +155,10 @@ def run(
     pending: set[PartitionKey] | None = None
     for attempt in range(1, options.max_attempts + 1):
         table = catalog.load_table(options.table)
+        target = options.target_file_size_bytes or DELETE_TARGET_FILE_SIZE_BYTES.read(
+            table.metadata.properties
+        )
+        sizes = FileSizeBounds.of(target, options.min_file_size_bytes, options.max_file_size_bytes)
         try:
             failed = rewrite_once(
                 source, table, options, sizes, where, progress=progress, only=pending
@@ -423,7 +425,7 @@ def _commit(
     rewrite.validate_no_new_position_deletes(  # a second DV for a data file: corrupt
         state.data_by_path[f.referenced_data_file or ""].file for f in added if f.is_deletion_vector
     )
-    rewrite.snapshot_property(JOB_PROPERTY, JOB)
+    rewrite.snapshot_property(ICEFLOE_JOB, JOB)
     metadata = rewrite.commit()
     snapshot = metadata.snapshot_by_id(rewrite.snapshot_id)
     positions = [d for g in batch if g.equality_ids is None for d in g.files]

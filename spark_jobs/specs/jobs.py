@@ -254,8 +254,10 @@ class RewritePositionDeletesOptions(JobOptions):
     force_option = "force"
 
     table: str = required(TABLE, _TABLE_HELP)
-    target_file_size_bytes: int = _target_size(  # type: ignore[assignment]
-        64 * MIB, "size of the delete files written"
+    target_file_size_bytes: int | None = _target_size(  # type: ignore[assignment]
+        None,
+        "size of the delete files written (default: the table's "
+        "write.delete.target-file-size-bytes, 64MB)",
     )
     min_file_size_bytes: int | None = _min_size("delete")  # type: ignore[assignment]
     max_file_size_bytes: int | None = _max_size("delete")  # type: ignore[assignment]

@@ -21,6 +21,7 @@ from icecore.errors import FileError, MetadataError, NotFoundError, ValidationEr
 from icecore.io import FileIO
 from icecore.spec.metadata import TableMetadata, read_table_metadata, write_table_metadata
 from icecore.spec.partitioning import PartitionField, PartitionSpec
+from icecore.spec.properties import DELETE_TARGET_FILE_SIZE_BYTES, BoolProperty, IntProperty
 from icecore.spec.refs import SnapshotRef, SnapshotRefType
 from icecore.spec.snapshots import MetadataLogEntry, Operation, SnapshotLogEntry
 from icecore.spec.sorting import NullOrder, SortDirection
@@ -381,21 +382,22 @@ def test_ancestry_loops_are_refused() -> None:
 
 
 def test_typed_properties() -> None:
+    """Declared properties read strictly from the metadata's map (`icecore.spec.properties`)."""
+    size = IntProperty("n", 1)
+    flag = BoolProperty("t", False)
     m = TableMetadata.from_json(
         _with(V2, properties={"n": "42", "t": "TRUE", "f": "false", "bad": "4x", "yes": "yes"})
     )
-    assert m.property("n") == "42"
-    assert m.property("missing") is None
-    assert m.property("missing", "d") == "d"
-    assert m.property_as_int("n", 1) == 42
-    assert m.property_as_int("missing", 7) == 7
-    assert m.property_as_bool("t", False) is True
-    assert m.property_as_bool("f", True) is False
-    assert m.property_as_bool("missing", True) is True
+    assert size.read(m.properties) == 42
+    assert IntProperty("missing", 7).read(m.properties) == 7
+    assert flag.read(m.properties) is True
+    assert BoolProperty("f", True).read(m.properties) is False
+    assert BoolProperty("missing", True).read(m.properties) is True
     with pytest.raises(ValidationError, match="property bad must be an integer, got '4x'"):
-        m.property_as_int("bad", 0)
+        IntProperty("bad", 0).read(m.properties)
     with pytest.raises(ValidationError, match="property yes must be true or false"):
-        m.property_as_bool("yes", False)
+        BoolProperty("yes", False).read(m.properties)
+    assert DELETE_TARGET_FILE_SIZE_BYTES.read(m.properties) == 64 * 1024 * 1024
 
 
 def _tag(snapshot_id: int) -> dict:
