@@ -166,7 +166,8 @@ class Validator:
         if not files:
             return
         unpartitioned = [s for s, spec in self.base.specs_by_id().items() if spec.is_unpartitioned]
-        index = DeleteFileIndex(unpartitioned)
+        # Over several snapshots a data file may have had DVs one after another.
+        index = DeleteFileIndex(unpartitioned, successive_dvs=True)
         added_by: dict[str, int | None] = {}
         for entry in self._new_deletes(row_filter):
             if ignore_equality_deletes and entry.data_file.content == FileContent.EQUALITY_DELETES:

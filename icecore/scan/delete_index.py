@@ -16,7 +16,10 @@ that path directly.
 
 v3 deletion vectors (`deletion-vector-v1` blobs in Puffin files) apply to exactly their
 `referenced_data_file`. A data file has at most one: two live DVs for one file is a corrupt
-table, refused with both names. A DV holds every position deleted from its file, including
+table, refused with both names. An index over what several snapshots added (commit
+validation, `successive_dvs`) may see a file's DVs one after another, each replacing the last
+and holding its positions (the spec requires it): the newest stands for them all, and only
+two added by one snapshot are corrupt. A DV holds every position deleted from its file, including
 those of position delete files written before the table's upgrade, so where a DV applies the
 older position delete files for that file are not returned (Java's `DeleteFileIndex` does
 the same).
@@ -62,8 +65,11 @@ class _SeqSorted:
 class DeleteFileIndex:
     """Answers `for_data_file(...)`; build it from every live delete entry of one snapshot."""
 
-    def __init__(self, unpartitioned_spec_ids: Iterable[int]) -> None:
+    def __init__(
+        self, unpartitioned_spec_ids: Iterable[int], *, successive_dvs: bool = False
+    ) -> None:
         self._unpartitioned_specs = frozenset(unpartitioned_spec_ids)
+        self._successive_dvs = successive_dvs
         self._global_eq = _SeqSorted()
         self._eq_by_partition: dict[tuple[int, tuple], _SeqSorted] = defaultdict(_SeqSorted)
         self._pos_by_partition: dict[tuple[int, tuple], _SeqSorted] = defaultdict(_SeqSorted)
@@ -103,6 +109,10 @@ class DeleteFileIndex:
         if not referenced:
             raise ValidationError(f"deletion vector in {dv.file_path} has no referenced_data_file")
         if (other := self._dvs.get(referenced)) is not None:
+            if self._successive_dvs and other[0] != data_sequence_number:
+                if data_sequence_number > other[0]:
+                    self._dvs[referenced] = (data_sequence_number, dv)
+                return
             raise ValidationError(
                 f"corrupt table: data file {referenced} has two deletion vectors "
                 f"({other[1].file_path} at offset {other[1].content_offset} and "

@@ -17,7 +17,15 @@ import pytest
 
 from icecore.catalog.sql import SqlCatalog
 from icecore.scan import snapshot_manifests
-from icecore.spec.manifest import DataFile, EntryStatus, ManifestEntry, read_manifest
+from icecore.spec.deletion_vectors import write_dvs
+from icecore.spec.manifest import (
+    DataFile,
+    EntryStatus,
+    FileContent,
+    FileFormat,
+    ManifestEntry,
+    read_manifest,
+)
 from icecore.spec.manifest_list import ManifestFile
 from icecore.spec.metadata import TableMetadata
 from icecore.spec.metadata_builder import MetadataBuilder
@@ -112,6 +120,24 @@ class CatalogTable:
 
     def equality_deletes(self, rows: Sequence[Row], columns: Sequence[str]) -> DataFile:
         return self.writer.write_equality_deletes(rows, columns)
+
+    def deletion_vectors(
+        self, name: str, *positions: tuple[DataFile, Iterable[int]]
+    ) -> list[DataFile]:
+        """One Puffin file `<data>/<name>.puffin` with a DV per (data file, positions), as
+        delete-file entries in that order (format v3)."""
+        location = f"{self.table.metadata.location}/data/{name}.puffin"
+        by_path = {f.file_path: f for f, _ in positions}
+        written = write_dvs(self.table.io, location, {f.file_path: p for f, p in positions})
+        return [
+            DataFile(
+                w.file_path, FileFormat.PUFFIN, by_path[w.referenced_data_file].partition,
+                w.record_count, w.file_size_in_bytes, FileContent.POSITION_DELETES,
+                referenced_data_file=w.referenced_data_file, content_offset=w.content_offset,
+                content_size_in_bytes=w.content_size_in_bytes,
+            )
+            for w in written
+        ]  # fmt: skip
 
 
 def rows(table: Table, **scan_options: Any) -> list[Row]:

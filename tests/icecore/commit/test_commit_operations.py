@@ -12,8 +12,7 @@ import pytest
 from icecore.catalog.sql import SqlCatalog
 from icecore.errors import CommitConflictError, ValidationError
 from icecore.expressions import equal, greater_than_or_equal, less_than
-from icecore.spec.deletion_vectors import write_dvs
-from icecore.spec.manifest import DataFile, EntryStatus, FileContent, FileFormat
+from icecore.spec.manifest import EntryStatus
 from icecore.spec.manifest_list import ManifestContent
 from icecore.spec.snapshots import Operation, Snapshot
 from tests.support.committing import (
@@ -350,25 +349,11 @@ def test_row_delta_replaces_one_dv_of_a_shared_puffin_file(catalog: SqlCatalog) 
     b1 = t.data([{"id": 10, "cat": "b"}, {"id": 11, "cat": "b"}])
     t.table.new_fast_append().append_file(a1).append_file(b1).commit()
 
-    def dvs(name: str, *positions: tuple[DataFile, list[int]]) -> list[DataFile]:
-        location = f"{t.table.metadata.location}/data/{name}.puffin"
-        by_path = {f.file_path: f for f, _ in positions}
-        written = write_dvs(t.table.io, location, {f.file_path: p for f, p in positions})
-        return [
-            DataFile(
-                w.file_path, FileFormat.PUFFIN, by_path[w.referenced_data_file].partition,
-                w.record_count, w.file_size_in_bytes, FileContent.POSITION_DELETES,
-                referenced_data_file=w.referenced_data_file, content_offset=w.content_offset,
-                content_size_in_bytes=w.content_size_in_bytes,
-            )
-            for w in written
-        ]  # fmt: skip
-
-    old_a, old_b = dvs("first", (a1, [0]), (b1, [1]))
+    old_a, old_b = t.deletion_vectors("first", (a1, [0]), (b1, [1]))
     t.table.new_row_delta().add_deletes(old_a).add_deletes(old_b).commit()
     assert ids(t.table) == [2, 3, 10]
 
-    (new_a,) = dvs("second", (a1, [0, 2]))  # merged: the old position and a new one
+    (new_a,) = t.deletion_vectors("second", (a1, [0, 2]))  # merged: the old position and a new one
     t.table.new_row_delta().add_deletes(new_a).remove_deletes(old_a).commit()
     assert head(t).operation is Operation.DELETE  # Java's: deletes added, no data
     assert summary(t, "added-delete-files", "removed-delete-files", "total-delete-files") == (
