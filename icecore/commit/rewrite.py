@@ -10,7 +10,9 @@ snapshot applied. What others commit meanwhile decides whether it may still comm
   compaction drops, so the row would come back;
 - an equality delete added meanwhile is fine when the new data files keep the data sequence
   number of the starting snapshot (`use_starting_sequence_number()`), because it then applies
-  to them as well; without it, it is a conflict too.
+  to them as well; without it, it is a conflict too;
+- with `rebase_concurrent_deletes(positions)`, position deletes and DVs added meanwhile are
+  no conflict: the commit deletes the same rows in the new files (`icecore.commit.rebase`).
 """
 
 from __future__ import annotations
@@ -19,9 +21,11 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, TypeVar
 
 from icecore.commit.merging import MergingSnapshotProducer
+from icecore.commit.rebase import NOTHING, DeleteFileWriter, DeleteRebase, Rebased
 from icecore.commit.validation import Validator
+from icecore.data.position_maps import PositionMap
 from icecore.errors import ValidationError
-from icecore.spec.manifest import DataFile, FileContent
+from icecore.spec.manifest import DataFile, FileContent, content_key
 from icecore.spec.manifest_list import ManifestFile
 from icecore.spec.metadata import TableMetadata
 from icecore.spec.refs import MAIN_BRANCH
@@ -42,6 +46,7 @@ class RewriteFiles(MergingSnapshotProducer):
         self._removes_deletes = False
         self._explicit_sequence_number: int | None = None
         self._use_starting_sequence_number = False
+        self._rebase: DeleteRebase | None = None
 
     def rewrite_files(
         self: W,
@@ -90,16 +95,32 @@ class RewriteFiles(MergingSnapshotProducer):
         self._explicit_sequence_number = None
         return self
 
+    def rebase_concurrent_deletes(
+        self: W, positions: PositionMap, writer: DeleteFileWriter | None = None
+    ) -> W:
+        """Follow position deletes and DVs committed meanwhile for the replaced data files to
+        the new ones (`positions`: where the rewrite put each row) and commit them there,
+        written by `writer` (default: DVs, for v3), instead of failing."""
+        self._rebase = DeleteRebase(self.table, positions, writer)
+        self._removed_deletes_may_be_gone = True
+        return self
+
+    @property
+    def rebased(self) -> Rebased:
+        """What the commit rebased (known after `commit`)."""
+        return NOTHING if self._rebase is None else self._rebase.rebased
+
     def _operation(self) -> Operation:
         return Operation.REPLACE
 
     def _validate_with(self, validator: Validator) -> None:
         name = self.table.name
+        rebased = {content_key(f) for f in self.rebased.delete_files}
         if not (self._replaced_data or self._removes_deletes):
             raise ValidationError(f"{name}: a rewrite must replace at least one file")
         if self.adds_data_files and not self._replaced_data:
             raise ValidationError(f"{name}: data files to add need data files to replace")
-        if self.adds_delete_files and not self._removes_deletes:
+        if self._new_deletes.keys() - rebased and not self._removes_deletes:
             raise ValidationError(f"{name}: delete files to add need delete files to replace")
         if self._use_starting_sequence_number:
             if self.starting_snapshot_id is None:
@@ -108,12 +129,31 @@ class RewriteFiles(MergingSnapshotProducer):
             if self._new_data_sequence_number != starting:
                 self._set_data_sequence_number(starting)
         seq = self._new_data_sequence_number
+        if self._rebase is not None:
+            self._rebase_onto_new_files(validator)
         validator.no_new_deletes_for(
             self._replaced_data.values(),
             # Equality deletes newer than the start apply to the new files only if these
             # are no newer than the start themselves.
             ignore_equality_deletes=seq is not None and seq <= validator.starting_sequence_number,
+            ignore_position_deletes=self._rebase is not None,
         )
+
+    def _rebase_onto_new_files(self, validator: Validator) -> None:
+        assert self._rebase is not None
+        before = self.rebased.delete_files
+        concurrent = validator.concurrent_position_deletes(self._replaced_data.values())
+        if self._rebase.update(concurrent, self.added_data_files):
+            for f in before:
+                self._new_deletes.pop(content_key(f), None)
+            for f in self.rebased.delete_files:
+                self._add(f)
+            self._new_manifests = None
+
+    def _cleanup(self, committed: TableMetadata | None) -> None:
+        super()._cleanup(committed)
+        if committed is None and self._rebase is not None:
+            self._rebase.discard()
 
     def _manifests(self, base: TableMetadata, parent: Snapshot | None) -> list[ManifestFile]:
         manifests = super()._manifests(base, parent)

@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Iterator
 from functools import cached_property
 
+from icecore.commit.concurrent_deletes import ConcurrentDelete, ConcurrentDeletes
 from icecore.commit.row_filter import RowFilterMatcher
 from icecore.errors import CommitConflictError, ValidationError
 from icecore.expressions import AlwaysTrue, BooleanExpression
@@ -154,13 +155,16 @@ class Validator:
         data_files: Iterable[DataFile],
         *,
         ignore_equality_deletes: bool = False,
+        ignore_position_deletes: bool = False,
         row_filter: BooleanExpression | None = None,
     ) -> None:
         """No delete file added meanwhile applies to any of `data_files` (which this commit
         removes: their replacement would silently bring the deleted rows back).
 
         Equality deletes can be ignored when the replacing files keep the data sequence
-        number of the starting snapshot: the new deletes then apply to them as well.
+        number of the starting snapshot: the new deletes then apply to them as well; position
+        deletes and DVs when the commit rebases them onto the new files
+        (`concurrent_position_deletes`).
         """
         files = list(data_files)
         if not files:
@@ -170,7 +174,10 @@ class Validator:
         index = DeleteFileIndex(unpartitioned, successive_dvs=True)
         added_by: dict[str, int | None] = {}
         for entry in self._new_deletes(row_filter):
-            if ignore_equality_deletes and entry.data_file.content == FileContent.EQUALITY_DELETES:
+            content = entry.data_file.content
+            if (ignore_equality_deletes and content == FileContent.EQUALITY_DELETES) or (
+                ignore_position_deletes and content == FileContent.POSITION_DELETES
+            ):
                 continue
             index.add(entry.data_file, _sequence_number(entry))
             added_by[content_key(entry.data_file)] = entry.snapshot_id
@@ -187,6 +194,23 @@ class Validator:
                     f"{data_file.file_path}: {delete_file.file_path}",
                     added_by[content_key(delete_file)],
                 )
+
+    def concurrent_position_deletes(self, data_files: Iterable[DataFile]) -> ConcurrentDeletes:
+        """The position deletes and DVs added meanwhile that apply to `data_files`."""
+        added = (
+            ConcurrentDelete(e.data_file, e.snapshot_id, _sequence_number(e))
+            for e in self._new_deletes(None)
+            if e.data_file.content == FileContent.POSITION_DELETES and e.snapshot_id is not None
+        )
+        return ConcurrentDeletes.applying_to(data_files, added)
+
+    def removed_meanwhile(self, keys: Collection[str], content: ManifestContent) -> set[str]:
+        """Those of `keys` (`content_key`s) that a snapshot after the starting one removed."""
+        return {
+            key
+            for entry in self._entries(ANY_OPERATION, content, EntryStatus.DELETED)
+            if (key := content_key(entry.data_file)) in keys
+        }
 
     def data_files_exist(self, paths: Collection[str], *, include_deletes: bool) -> None:
         """None of `paths` was removed by an overwrite or rewrite (or, with

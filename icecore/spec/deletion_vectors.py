@@ -31,6 +31,7 @@ import numpy as np
 import pyarrow as pa
 from pyroaring import AbstractBitMap, BitMap, FrozenBitMap
 
+from icecore.spec.manifest import DataFile, FileContent, FileFormat
 from icecore.spec.puffin import (
     CREATED_BY,
     Blob,
@@ -317,6 +318,26 @@ class WrittenDV:
     content_size_in_bytes: int  # content_size_in_bytes: the blob's length
     record_count: int  # record_count: the DV's cardinality
     referenced_data_file: str  # referenced_data_file: the data file the DV is for
+
+    def entry(self, data_file: DataFile) -> DataFile:
+        """The DV's delete-file entry, in `data_file`'s spec and partition."""
+        if data_file.file_path != self.referenced_data_file:
+            raise ValueError(
+                f"{self.file_path}: a DV of {self.referenced_data_file}, "
+                f"not of {data_file.file_path}"
+            )
+        return DataFile(
+            file_path=self.file_path,
+            file_format=FileFormat.PUFFIN,
+            partition=tuple(data_file.partition),
+            record_count=self.record_count,
+            file_size_in_bytes=self.file_size_in_bytes,
+            content=FileContent.POSITION_DELETES,
+            referenced_data_file=self.referenced_data_file,
+            content_offset=self.content_offset,
+            content_size_in_bytes=self.content_size_in_bytes,
+            spec_id=data_file.spec_id,
+        )
 
 
 def write_dvs(

@@ -5,12 +5,8 @@ and the delete files planning pairs with each data file."""
 from __future__ import annotations
 
 import random
-from collections import Counter
 from pathlib import Path
 from typing import Any
-
-import duckdb
-from pyiceberg.table import StaticTable
 
 from icecore.catalog import Catalog
 from icecore.scan import snapshot_manifests
@@ -20,7 +16,6 @@ from icecore.table import Table
 from spark_jobs.rewrite_manifests import run
 from spark_jobs.specs.jobs import RewriteManifestsOptions
 from tests.support.committing import CatalogTable
-from tests.support.reader import scan_rows
 
 MERGE_OFF = {"commit.manifest-merge.enabled": "false"}  # one manifest per commit, always
 TARGET = "commit.manifest.target-size-bytes"
@@ -90,20 +85,6 @@ def appends(t: CatalogTable, commits: int, *, start: int = 0, deletes_every: int
             delta.commit()
         else:
             t.table.new_fast_append().append_file(files[0]).append_file(files[1]).commit()
-
-
-def agreed_rows(table: Table, duck: duckdb.DuckDBPyConnection) -> Counter[tuple[Any, ...]]:
-    """The (id, cat, v) rows of a `CatalogTable` as icecore, DuckDB and PyIceberg read them
-    (they must agree; the tables have no equality deletes, which PyIceberg cannot read)."""
-    ours = Counter((r["id"], r["cat"], r["v"]) for r in scan_rows(table.io, table.metadata))
-    location = table.metadata_location
-    assert location is not None
-    sql = f"SELECT id, cat, v FROM iceberg_scan('{location}')"
-    assert Counter(duck.execute(sql).fetchall()) == ours, "DuckDB disagrees"
-    arrow = StaticTable.from_metadata(location).scan().to_arrow()
-    theirs = zip(*(arrow.column(c).to_pylist() for c in ("id", "cat", "v")), strict=True)
-    assert Counter(theirs) == ours, "PyIceberg disagrees"
-    return ours
 
 
 def avro_files(table: Table) -> set[str]:

@@ -28,7 +28,6 @@ from tests.spark.manifest_tables import (
     MERGE_OFF,
     TARGET,
     CatalogTable,
-    agreed_rows,
     appends,
     listed,
     numbers,
@@ -36,6 +35,7 @@ from tests.spark.manifest_tables import (
     rewrite,
 )
 from tests.support.batches import Model
+from tests.support.committing import agreed_rows
 from tests.support.duckdb import duck_connection  # noqa: F401 - provides the `duck` fixture
 from tests.support.iceberg_java import java_read
 from tests.support.pyiceberg_appends import pyiceberg_appends

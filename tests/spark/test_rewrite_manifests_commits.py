@@ -31,7 +31,6 @@ from spark_jobs.specs.jobs import ExpireSnapshotsOptions, RemoveOrphanFilesOptio
 from tests.spark.manifest_tables import (
     MERGE_OFF,
     CatalogTable,
-    agreed_rows,
     appends,
     avro_files,
     listed,
@@ -39,6 +38,7 @@ from tests.spark.manifest_tables import (
     referenced,
     rewrite,
 )
+from tests.support.committing import agreed_rows
 from tests.support.duckdb import duck_connection  # noqa: F401 - provides the `duck` fixture
 from tests.support.killing import commits_held, kill_once_written
 from tests.support.rest_catalog import RestCatalogServer

@@ -8,12 +8,15 @@ their sequence numbers, rows after deletes, and the files under the metadata dir
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import duckdb
 import pytest
+from pyiceberg.table import StaticTable
 
 from icecore.catalog.sql import SqlCatalog
 from icecore.scan import snapshot_manifests
@@ -21,8 +24,6 @@ from icecore.spec.deletion_vectors import write_dvs
 from icecore.spec.manifest import (
     DataFile,
     EntryStatus,
-    FileContent,
-    FileFormat,
     ManifestEntry,
     read_manifest,
 )
@@ -129,15 +130,7 @@ class CatalogTable:
         location = f"{self.table.metadata.location}/data/{name}.puffin"
         by_path = {f.file_path: f for f, _ in positions}
         written = write_dvs(self.table.io, location, {f.file_path: p for f, p in positions})
-        return [
-            DataFile(
-                w.file_path, FileFormat.PUFFIN, by_path[w.referenced_data_file].partition,
-                w.record_count, w.file_size_in_bytes, FileContent.POSITION_DELETES,
-                referenced_data_file=w.referenced_data_file, content_offset=w.content_offset,
-                content_size_in_bytes=w.content_size_in_bytes,
-            )
-            for w in written
-        ]  # fmt: skip
+        return [w.entry(by_path[w.referenced_data_file]) for w in written]
 
 
 def rows(table: Table, **scan_options: Any) -> list[Row]:
@@ -201,3 +194,41 @@ def add_spec(table: Table, spec: PartitionSpec) -> int:
     spec_id = builder.add_partition_spec(spec)
     commit_builder(table, builder)
     return spec_id
+
+
+def agreed_rows(table: Table, duck: duckdb.DuckDBPyConnection) -> Counter[tuple[Any, ...]]:
+    """The (id, cat, v) rows of a `CatalogTable` as icecore, DuckDB and PyIceberg read them
+    (they must agree; the tables have no equality deletes, which PyIceberg cannot read)."""
+    ours = Counter((r["id"], r["cat"], r["v"]) for r in scan_rows(table.io, table.metadata))
+    location = table.metadata_location
+    assert location is not None
+    sql = f"SELECT id, cat, v FROM iceberg_scan('{location}')"
+    assert Counter(duck.execute(sql).fetchall()) == ours, "DuckDB disagrees"
+    arrow = StaticTable.from_metadata(location).scan().to_arrow()
+    theirs = zip(*(arrow.column(c).to_pylist() for c in ("id", "cat", "v")), strict=True)
+    assert Counter(theirs) == ours, "PyIceberg disagrees"
+    return ours
+
+
+def head_id(table: Table) -> int:
+    snapshot_id = table.refresh().metadata.current_snapshot_id
+    assert snapshot_id is not None
+    return snapshot_id
+
+
+def assert_clean(table: Table) -> None:
+    """Nothing under metadata/ that no snapshot references (no leftovers of a failed commit)."""
+    table.refresh()
+    assert metadata_files(table) == referenced_files(table)
+
+
+def v3_files(catalog: SqlCatalog) -> CatalogTable:
+    """`three_files` on a format-v3 table (deletes are deletion vectors)."""
+    t = CatalogTable.create(catalog, "dv_conflicts", properties={"format-version": "3"})
+    t.data([{"id": 1, "cat": "a"}, {"id": 2, "cat": "a"}], name="a1")
+    t.data([{"id": 3, "cat": "a"}], name="a2")
+    t.data([{"id": 10, "cat": "b"}, {"id": 11, "cat": "b"}], name="b1")
+    t.table.new_fast_append().append_file(t["a1"]).append_file(t["a2"]).append_file(
+        t["b1"]
+    ).commit()
+    return t

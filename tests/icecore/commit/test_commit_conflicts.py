@@ -21,11 +21,12 @@ from icecore.table import Table
 from tests.support.committing import (
     CatalogTable,
     any_catalog_fixture,  # noqa: F401 - `any_catalog`
+    assert_clean,
+    head_id,
     ids,
     live,
-    metadata_files,
-    referenced_files,
     sqlite_catalog,
+    v3_files,
 )
 
 
@@ -49,18 +50,6 @@ def three_files(catalog: SqlCatalog) -> CatalogTable:
 @pytest.fixture
 def t(catalog: SqlCatalog) -> CatalogTable:
     return three_files(catalog)
-
-
-def head_id(table: Table) -> int:
-    snapshot_id = table.refresh().metadata.current_snapshot_id
-    assert snapshot_id is not None
-    return snapshot_id
-
-
-def assert_clean(table: Table) -> None:
-    """Nothing under metadata/ that no snapshot references (no leftovers of a failed commit)."""
-    table.refresh()
-    assert metadata_files(table) == referenced_files(table)
 
 
 def compaction(t: CatalogTable, table: Table) -> object:
@@ -294,18 +283,6 @@ def test_row_delta_commits_alongside_a_compaction_of_other_files(t: CatalogTable
     delta.commit()
     assert ids(t.table) == [1, 2, 3]
     assert_clean(t.table)
-
-
-def v3_files(catalog: SqlCatalog) -> CatalogTable:
-    """`three_files` on a format-v3 table (deletes are deletion vectors)."""
-    t = CatalogTable.create(catalog, "dv_conflicts", properties={"format-version": "3"})
-    t.data([{"id": 1, "cat": "a"}, {"id": 2, "cat": "a"}], name="a1")
-    t.data([{"id": 3, "cat": "a"}], name="a2")
-    t.data([{"id": 10, "cat": "b"}, {"id": 11, "cat": "b"}], name="b1")
-    t.table.new_fast_append().append_file(t["a1"]).append_file(t["a2"]).append_file(
-        t["b1"]
-    ).commit()
-    return t
 
 
 def replace_dv_twice(t: CatalogTable, writer: Table) -> int:

@@ -1,0 +1,173 @@
+"""Where a rewrite put each row: (old data file, position) -> (new data file, position).
+
+A compaction that commits while a merge-on-read writer deletes rows from the files it replaces
+can keep its work only if those deletes follow the rows into the new files
+(`icecore.commit.rebase`). The rewrite itself knows where every row went; a `PositionMap` is
+that knowledge in a form the commit can ask: "these positions of this old file: where are
+they now?". Positions the rewrite dropped (rows already deleted when it read them) have no new
+place and are left out: their delete is already applied.
+
+`SegmentMap` is the map of a bin-pack, which writes each input file's live rows in order: an
+input split becomes one or more runs of consecutive output rows (a `Segment` per output file
+it reaches), so the map is a few segments per input file plus the positions the rewrite
+dropped, kept as compressed bitmaps. Its size grows with the deleted rows, not the rewritten
+ones (`nbytes`). A task builds its part with a `SegmentRecorder`: what it read, batch by
+batch, then the files its writer cut the rows into.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+
+from icecore.spec.deletion_vectors import DeletionVector
+
+_EMPTY = DeletionVector().to_portable()
+
+
+class PositionMap(Protocol):
+    """What a rewrite knows of where its input rows went."""
+
+    def covers(self, data_file: str) -> bool:
+        """Whether `data_file` is an input of the rewrite, so its rows can be followed."""
+        ...
+
+    def moved(self, data_file: str, positions: np.ndarray) -> Iterator[tuple[str, np.ndarray]]:
+        """(new data file, new positions) of those of `positions` (ascending) the rewrite
+        wrote; the ones it dropped are left out."""
+        ...
+
+
+@dataclass(frozen=True)
+class Segment:
+    """Rows `start` to `end` (exclusive) of an input file, less those the rewrite dropped,
+    written in order to `new_file` from its row `new_start` on."""
+
+    data_file: str
+    start: int
+    end: int
+    new_file: str
+    new_start: int
+
+    def to_json(self) -> list[str | int]:
+        return [self.data_file, self.start, self.end, self.new_file, self.new_start]
+
+    @classmethod
+    def from_json(cls, raw: list) -> Segment:
+        data_file, start, end, new_file, new_start = raw
+        return cls(str(data_file), int(start), int(end), str(new_file), int(new_start))
+
+
+class SegmentMap:
+    """A bin-pack's `PositionMap`: segments, and each input file's dropped positions."""
+
+    def __init__(self) -> None:
+        self._segments: dict[str, list[Segment]] = defaultdict(list)
+        self._dropped: dict[str, bytes] = {}  # portable Roaring bitmaps, decoded on demand
+
+    def add(self, segment: Segment) -> None:
+        self._segments[segment.data_file].append(segment)
+
+    def add_dropped(self, data_file: str, positions: np.ndarray) -> None:
+        """Record positions of `data_file` the rewrite read but did not write (its deletes);
+        added to what is already recorded (a file may be read in several splits)."""
+        if not len(positions):
+            return
+        merged = DeletionVector.from_positions(positions)
+        if (old := self._dropped.get(data_file)) is not None:
+            merged = merged.union(DeletionVector.from_portable(old))
+        self._dropped[data_file] = merged.to_portable()
+
+    def covers(self, data_file: str) -> bool:
+        return data_file in self._segments
+
+    def moved(self, data_file: str, positions: np.ndarray) -> Iterator[tuple[str, np.ndarray]]:
+        wanted = np.asarray(positions, dtype=np.int64)
+        raw = self._dropped.get(data_file)
+        dropped = DeletionVector.from_portable(raw if raw is not None else _EMPTY).to_numpy()
+        out: dict[str, list[np.ndarray]] = defaultdict(list)
+        for segment in self._segments.get(data_file, ()):
+            inside = wanted[(wanted >= segment.start) & (wanted < segment.end)]
+            if not len(inside):
+                continue
+            kept = inside[~np.isin(inside, dropped, assume_unique=True)]
+            before = np.searchsorted(dropped, kept) - np.searchsorted(dropped, segment.start)
+            out[segment.new_file].append(segment.new_start + (kept - segment.start) - before)
+        for new_file, chunks in out.items():
+            yield new_file, np.sort(np.concatenate(chunks))
+
+    @property
+    def nbytes(self) -> int:
+        """The map's memory, roughly: its segments and dropped-position bitmaps."""
+        segments = sum(len(s) for s in self._segments.values())
+        return segments * 96 + sum(len(b) for b in self._dropped.values())
+
+
+@dataclass(frozen=True)
+class _Read:
+    data_file: str
+    start: int
+    end: int
+    dropped: np.ndarray  # ascending positions in [start, end) not written
+
+    @property
+    def rows(self) -> int:
+        return self.end - self.start - len(self.dropped)
+
+    def position_of(self, row: int) -> int:
+        """The position of the `row`-th written row (0-based) of this read."""
+        # The k-th kept position p satisfies p - start - (dropped below p) == k.
+        candidates = self.start + row + np.arange(len(self.dropped) + 1)
+        below = np.searchsorted(self.dropped, candidates, side="right")
+        return int(candidates[np.argmax(candidates - self.start - below == row)])
+
+
+class SegmentRecorder:
+    """One bin-pack task's part of a `SegmentMap`: `read` each batch of an input file in
+    the order its rows are written, then `segments` once the writer says which files it
+    wrote, in order, with how many rows each."""
+
+    def __init__(self) -> None:
+        self._reads: list[_Read] = []
+
+    def read(self, data_file: str, start: int, end: int, dropped: np.ndarray) -> None:
+        """Rows `start` to `end` (exclusive) of `data_file` were read, and all but `dropped`
+        (ascending, within the range) were written next."""
+        last = self._reads[-1] if self._reads else None
+        if last is not None and last.data_file == data_file and last.end == start:
+            dropped = np.concatenate([last.dropped, dropped]) if len(dropped) else last.dropped
+            self._reads[-1] = _Read(data_file, last.start, end, dropped)
+        else:
+            self._reads.append(_Read(data_file, start, end, np.asarray(dropped, np.int64)))
+
+    def dropped(self) -> dict[str, np.ndarray]:
+        """Per input file, the positions read but not written."""
+        found: dict[str, list[np.ndarray]] = defaultdict(list)
+        for r in self._reads:
+            found[r.data_file].append(r.dropped)
+        return {path: np.concatenate(chunks) for path, chunks in found.items()}
+
+    def segments(self, written: list[tuple[str, int]]) -> list[Segment]:
+        """The segments, given the files written (location, row count) in writing order."""
+        out: list[Segment] = []
+        files = iter(written)
+        new_file, room = next(files, ("", 0))
+        new_start = 0
+        for r in self._reads:
+            row, rows = 0, r.rows
+            position = r.start
+            while row < rows:
+                while room == 0:
+                    new_file, room = next(files)  # StopIteration: fewer rows written than read
+                    new_start = 0
+                take = min(room, rows - row)
+                end = r.end if row + take == rows else r.position_of(row + take)
+                out.append(Segment(r.data_file, position, end, new_file, new_start))
+                row, position = row + take, end
+                room -= take
+                new_start += take
+        return out

@@ -1,0 +1,202 @@
+"""A rewrite that rebases deletes committed meanwhile onto its new files (issue 36).
+
+Each case plans a rewrite on one `Table` object, lets a second writer commit deletes on the
+replaced files through another, then commits the rewrite: it must land on its first plan,
+with every row the writer deleted still deleted (now in the new files), one DV per data file
+on v3, and nothing left behind.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from icecore.catalog.sql import SqlCatalog
+from icecore.commit.rewrite import RewriteFiles
+from icecore.data.position_maps import Segment, SegmentMap
+from icecore.errors import CommitConflictError
+from icecore.spec.manifest import DataFile
+from icecore.table import Table
+from tests.support.committing import (
+    CatalogTable,
+    agreed_rows,
+    assert_clean,
+    entries,
+    head_id,
+    ids,
+    live,
+    manifests,
+    sqlite_catalog,
+    v3_files,
+)
+from tests.support.duckdb import duck_connection  # noqa: F401 - `duck`
+
+
+@pytest.fixture
+def catalog(tmp_path: Path) -> SqlCatalog:
+    return sqlite_catalog(tmp_path)
+
+
+def compact_a(
+    t: CatalogTable, table: Table, *, dropped: dict[str, list[int]] | None = None
+) -> RewriteFiles:
+    """a1 (ids 1, 2) and a2 (id 3) into one file, in order, as a bin-pack writes them;
+    `dropped`: positions already deleted at the start, which the rewrite leaves out."""
+    dropped = dropped or {}
+    rows, segments = [], []
+    for name, source in (("a1", [1, 2]), ("a2", [3])):
+        path = t[name].file_path
+        gone = set(dropped.get(name, ()))
+        segments.append(Segment(path, 0, len(source), "", len(rows)))
+        rows.extend({"id": i, "cat": "a"} for pos, i in enumerate(source) if pos not in gone)
+    compacted = t.data(rows, name="compacted")
+    positions = SegmentMap()
+    for s in segments:
+        positions.add(Segment(s.data_file, s.start, s.end, compacted.file_path, s.new_start))
+    for name, gone in dropped.items():
+        positions.add_dropped(t[name].file_path, gone)
+    rewrite = table.new_rewrite().rewrite_files([t["a1"], t["a2"]], [compacted])
+    return rewrite.use_starting_sequence_number().rebase_concurrent_deletes(positions)
+
+
+def dvs_of(table: Table) -> dict[str, str]:
+    """Live DVs: data file name -> DV puffin name."""
+    return {
+        Path(e.data_file.referenced_data_file or "").name: name
+        for name, e in live(table).items()
+        if e.data_file.is_deletion_vector
+    }
+
+
+def stray_puffins(table: Table) -> set[str]:
+    """Puffin files on disk that no snapshot of the table references."""
+    on_disk = {p.name for p in Path(table.metadata.location, "data").rglob("*.puffin")}
+    referenced = {
+        Path(e.data_file.file_path).name
+        for snapshot in table.metadata.snapshots
+        for m in manifests(table, snapshot)
+        for e in entries(table, m)
+    }
+    return on_disk - referenced
+
+
+def test_dvs_committed_meanwhile_follow_the_rows_into_the_new_file(
+    catalog: SqlCatalog, duck: duckdb.DuckDBPyConnection
+) -> None:
+    t = v3_files(catalog)
+    writer = t.load()
+    rewrite = compact_a(t, t.table)
+    (first,) = t.deletion_vectors("w1", (t["a1"], [1]))  # id 2
+    writer.new_row_delta().add_deletes(first).commit()
+    (second,) = t.deletion_vectors("w2", (t["a1"], [0, 1]))  # id 1 too
+    writer.new_row_delta().add_deletes(second).remove_deletes(first).commit()
+    s2 = head_id(writer)
+    (third,) = t.deletion_vectors("w3", (t["a2"], [0]))  # id 3
+    writer.new_row_delta().add_deletes(third).commit()
+    s3 = head_id(writer)
+
+    rewrite.commit()
+    table = t.table.refresh()
+    assert ids(table) == [10, 11]
+    assert sorted(i for i, _, _ in agreed_rows(table, duck)) == [10, 11]
+    assert rewrite.rebased.snapshot_ids == {s2, s3}  # s1's DV is replaced by s2's: not read
+    assert rewrite.rebased.rows == 3
+    assert list(dvs_of(table)) == ["compacted.parquet"]  # one DV, for the new file only
+    (dv,) = rewrite.rebased.delete_files
+    assert dv.record_count == 3 and dv.referenced_data_file.endswith("compacted.parquet")
+    assert (
+        live(table)["compacted.parquet"].sequence_number
+        < live(table)[Path(dv.file_path).name].sequence_number
+    )
+    assert not stray_puffins(table)
+    assert_clean(table)
+
+
+def test_rows_the_rewrite_dropped_need_no_rebase(
+    catalog: SqlCatalog, duck: duckdb.DuckDBPyConnection
+) -> None:
+    """a1's id 1 was deleted (DV) before the rewrite; the writer's next DV replaces that one
+    (holding it and id 2): the rewrite's removal of the old DV is no conflict, and only id 2
+    moves (id 1 is not in the new file)."""
+    t = v3_files(catalog)
+    (start,) = t.deletion_vectors("start", (t["a1"], [0]))
+    t.table.new_row_delta().add_deletes(start).commit()
+    writer = t.load()
+    rewrite = compact_a(t, t.table, dropped={"a1": [0]})
+    rewrite.delete_file(start)  # it applied the DV: the commit removes it
+    (merged,) = t.deletion_vectors("w1", (t["a1"], [0, 1]))
+    writer.new_row_delta().add_deletes(merged).remove_deletes(start).commit()
+
+    rewrite.commit()
+    table = t.table.refresh()
+    assert ids(table) == [3, 10, 11]
+    assert sorted(i for i, _, _ in agreed_rows(table, duck)) == [3, 10, 11]
+    assert rewrite.rebased.rows == 1
+    assert list(dvs_of(table)) == ["compacted.parquet"]
+    assert_clean(table)
+
+
+def test_a_second_attempt_rebases_what_came_in_between_and_drops_the_first(
+    catalog: SqlCatalog,
+) -> None:
+    """The writer commits again while the rewrite's first attempt is under way: the swap is
+    lost, the next attempt rebases both commits' deletes, the first attempt's Puffin file goes."""
+    t = v3_files(catalog)
+    writer = t.load()
+    rewrite = compact_a(t, t.table)
+    (first,) = t.deletion_vectors("w1", (t["a1"], [1]))
+    writer.new_row_delta().add_deletes(first).commit()
+    later = t.deletion_vectors("w2", (t["a2"], [0]))
+
+    def writer_commits_once(*_: object) -> None:
+        if rewrite.attempts == 1:
+            writer.new_row_delta().add_deletes(later[0]).commit()
+
+    rewrite.validate_with(writer_commits_once).commit()
+    table = t.table.refresh()
+    assert rewrite.attempts == 2
+    assert ids(table) == [1, 10, 11]
+    assert rewrite.rebased.rows == 2
+    assert not stray_puffins(table)
+    assert_clean(table)
+
+
+def test_what_cannot_be_rebased_still_gives_way(catalog: SqlCatalog) -> None:
+    """A replaced file that another commit removed meanwhile (another engine's compaction)
+    is a conflict naming that commit; the rewrite's files are gone."""
+    t = v3_files(catalog)
+    writer = t.load()
+    rewrite = compact_a(t, t.table)
+    theirs = t.data([{"id": 1, "cat": "a"}, {"id": 2, "cat": "a"}], name="theirs")
+    writer.new_rewrite().rewrite_files([t["a1"]], [theirs]).commit()
+    (dv,) = t.deletion_vectors("w1", (theirs, [0]))
+    writer.new_row_delta().add_deletes(dv).commit()
+
+    with pytest.raises(
+        CommitConflictError, match=r"a1\.parquet that this commit removes was removed meanwhile"
+    ):
+        rewrite.commit()
+    table = t.table.refresh()
+    assert ids(table) == [2, 3, 10, 11]
+    assert not stray_puffins(table)
+    assert_clean(table)
+
+
+def test_without_rebase_the_same_interleaving_gives_way(catalog: SqlCatalog) -> None:
+    """The old behaviour, as the switch leaves it: a conflict naming the writer's commit."""
+    t = v3_files(catalog)
+    writer = t.load()
+    compacted: DataFile = t.data(
+        [{"id": 1, "cat": "a"}, {"id": 2, "cat": "a"}, {"id": 3, "cat": "a"}], name="compacted"
+    )
+    rewrite = t.table.new_rewrite().rewrite_files([t["a1"], t["a2"]], [compacted])
+    rewrite.use_starting_sequence_number()
+    (dv,) = t.deletion_vectors("w1", (t["a1"], [1]))
+    writer.new_row_delta().add_deletes(dv).commit()
+    with pytest.raises(
+        CommitConflictError, match="found new position delete for replaced data file"
+    ):
+        rewrite.commit()
+    assert ids(t.table.refresh()) == [1, 3, 10, 11]
