@@ -13,7 +13,8 @@ manifest reuses the file written by the first attempt.
 
 Delete manifests are filtered the same way and, while open anyway, also lose delete files
 that can no longer apply to anything: files older than every live data file (Java's
-`dropDeleteFilesOlderThan`), and position deletes scoped to a data file this commit removes.
+`dropDeleteFilesOlderThan`), position deletes scoped to a data file this commit removes, and
+DVs that a DV this commit adds for the same data file supersedes (`supersede_dvs`).
 """
 
 from __future__ import annotations
@@ -62,6 +63,8 @@ class ManifestFilter:
         self._min_sequence_number = 0
         self._removed_data: frozenset[str] = frozenset()
         self._removed_data_partitions: frozenset[PartitionKey] = frozenset()
+        self._superseded_dvs: frozenset[str] = frozenset()
+        self._superseded_partitions: frozenset[PartitionKey] = frozenset()
         self._cache: dict[str, _Filtered] = {}
         self.removed: list[ManifestEntry] = []
         self.replaced_count = 0
@@ -112,6 +115,16 @@ class ManifestFilter:
         self._min_sequence_number = min_data_sequence_number
         self._removed_data = paths
         self._removed_data_partitions = frozenset((f.spec_id, f.partition) for f in removed)
+
+    def supersede_dvs(self, data_files: Iterable[DataFile]) -> None:
+        """Also remove the live DVs of `data_files`: this commit adds DVs for them that hold
+        every position of those (a data file may have one DV)."""
+        files = list(data_files)
+        paths = frozenset(f.file_path for f in files)
+        if paths != self._superseded_dvs:
+            self._cache.clear()
+        self._superseded_dvs = paths
+        self._superseded_partitions = frozenset((f.spec_id, f.partition) for f in files)
 
     # Filtering --------------------------------------------------------------------------------
 
@@ -167,7 +180,7 @@ class ManifestFilter:
         """Partitions holding a file this filter removes by name or by partition."""
         keys = {(f.spec_id, f.partition) for f in self._files.values()} | self._partitions
         if self.content == ManifestContent.DELETES:
-            keys |= self._removed_data_partitions
+            keys |= self._removed_data_partitions | self._superseded_partitions
         return keys
 
     def _removes(self, entry: ManifestEntry, matcher: RowFilterMatcher | None) -> bool:
@@ -203,6 +216,8 @@ class ManifestFilter:
         if seq is not None and 0 < seq < self._min_sequence_number:
             return True
         f = entry.data_file
+        if f.is_deletion_vector and f.referenced_data_file in self._superseded_dvs:
+            return True
         if f.content != FileContent.POSITION_DELETES or not self._removed_data:
             return False
         target = referenced_data_file(f)

@@ -17,6 +17,11 @@ name. The rebased files take the new snapshot's sequence number, above the new d
 (the starting one), so they apply to them. Rows the rewrite had dropped already (deleted when
 it read them) need nothing.
 
+A commit that adds DVs of its own (a conversion of equality deletes, of legacy position
+deletes) meets the same writer differently: the writer gave a data file a DV meanwhile, and a
+data file may have only one. `DvMerge` writes, for each such data file, one DV holding the
+positions of both, in place of the commit's own; the writer's leaves with it.
+
 Each attempt does this against what is committed by then; an attempt that finds the same
 deletes as the last one reuses its files, and files of superseded attempts are deleted.
 """
@@ -36,7 +41,7 @@ from icecore.commit.concurrent_deletes import ConcurrentDeletes
 from icecore.data.position_maps import PositionMap
 from icecore.errors import CommitConflictError, FileError
 from icecore.location_provider import table_locations
-from icecore.spec.deletion_vectors import write_dvs
+from icecore.spec.deletion_vectors import read_dv, write_dvs
 from icecore.spec.manifest import DataFile
 
 if TYPE_CHECKING:
@@ -128,8 +133,68 @@ class DeleteRebase:
 
     def discard(self) -> None:
         """Delete the delete files of the last attempt (best effort: else an orphan)."""
-        for path in {f.file_path for f in self.rebased.delete_files}:
-            with contextlib.suppress(FileError):
-                self.table.io.delete(path, missing_ok=True)
+        _delete_quietly(self.table, self.rebased.delete_files)
         self.rebased = NOTHING
         self._key = frozenset()
+
+
+class DvMerge:
+    """A commit's own DVs merged with those writers added meanwhile for the same data files,
+    across its attempts."""
+
+    def __init__(self, table: Table) -> None:
+        self.table = table
+        self._key: frozenset[tuple[str, str]] = frozenset()
+        self.rebased = NOTHING
+        self.replaced: tuple[DataFile, ...] = ()  # the commit's own DVs the merged ones replace
+
+    def update(
+        self,
+        concurrent: ConcurrentDeletes,
+        own: Mapping[str, DataFile],
+        data_files: Mapping[str, DataFile],
+    ) -> bool:
+        """Merge `own` (data file -> the commit's DV for it) with `concurrent`; whether the
+        merged DVs changed since the last attempt (the old ones are then deleted)."""
+        if concurrent.key == self._key:
+            return False
+        io = self.table.io
+        merged: dict[str, np.ndarray] = {}
+        rows = 0
+        for path in concurrent:
+            if path not in own:
+                raise CommitConflictError(
+                    f"{self.table.name}: deletes were committed meanwhile for {path}, for which "
+                    "this commit has no deletion vector to merge them into",
+                    snapshot_id=min(d.snapshot_id for d in concurrent[path]),
+                )
+            theirs = concurrent.positions(io, path)
+            ours = read_dv(
+                io,
+                own[path].file_path,
+                own[path].content_offset or 0,
+                own[path].content_size_in_bytes or 0,
+                referenced_data_file=path,
+                cardinality=own[path].record_count,
+            ).to_numpy()
+            merged[path] = np.union1d(ours, theirs)
+            rows += len(merged[path]) - len(ours)
+        files = DeletionVectorWriter(self.table).write(merged, data_files) if merged else []
+        self.discard()
+        self._key = concurrent.key
+        self.replaced = tuple(own[path] for path in merged)
+        self.rebased = Rebased(concurrent.snapshot_ids, rows, tuple(files))
+        return True
+
+    def discard(self) -> None:
+        """Delete the merged DVs of the last attempt (best effort: else an orphan)."""
+        _delete_quietly(self.table, self.rebased.delete_files)
+        self.rebased = NOTHING
+        self.replaced = ()
+        self._key = frozenset()
+
+
+def _delete_quietly(table: Table, files: Sequence[DataFile]) -> None:
+    for path in {f.file_path for f in files}:
+        with contextlib.suppress(FileError):
+            table.io.delete(path, missing_ok=True)

@@ -14,6 +14,7 @@ import duckdb
 import pytest
 
 from icecore.catalog.sql import SqlCatalog
+from icecore.commit.delete_rewrite import DeleteRewrite
 from icecore.commit.rewrite import RewriteFiles
 from icecore.data.position_maps import Segment, SegmentMap
 from icecore.errors import CommitConflictError
@@ -200,3 +201,48 @@ def test_without_rebase_the_same_interleaving_gives_way(catalog: SqlCatalog) -> 
     ):
         rewrite.commit()
     assert ids(t.table.refresh()) == [1, 3, 10, 11]
+
+
+def test_a_dv_committed_meanwhile_merges_into_the_commits_own(
+    catalog: SqlCatalog, duck: duckdb.DuckDBPyConnection
+) -> None:
+    """A conversion of a legacy position delete file into a DV (format v3) meets a writer's
+    DV for the same data file: one DV holding both commits' positions; the writer's goes."""
+    t = v3_files(catalog)
+    legacy = t.position_deletes([(t["b1"].file_path, 0)])  # id 10
+    t.table.new_row_delta().add_deletes(legacy).commit()
+    writer = t.load()
+    (ours,) = t.deletion_vectors("ours", (t["b1"], [0]))
+    conversion = DeleteRewrite(t.table)
+    conversion.validate_from_snapshot(head_id(t.table))
+    conversion.rewrite_files((), (), [legacy], [ours])
+    conversion.validate_no_new_position_deletes([t["b1"]]).merge_concurrent_dvs()
+    (theirs,) = t.deletion_vectors("theirs", (t["b1"], [1]))  # id 11
+    writer.new_row_delta().add_deletes(theirs).commit()
+    s_writer = head_id(writer)
+
+    conversion.commit()
+    table = t.table.refresh()
+    assert ids(table) == [1, 2, 3]
+    assert sorted(i for i, _, _ in agreed_rows(table, duck)) == [1, 2, 3]
+    assert conversion.merged.snapshot_ids == {s_writer} and conversion.merged.rows == 1
+    (merged,) = conversion.merged.delete_files
+    assert dvs_of(table) == {"b1.parquet": Path(merged.file_path).name}
+    assert merged.record_count == 2
+    assert_clean(table)
+
+
+def test_without_merging_a_concurrent_dv_is_a_conflict(catalog: SqlCatalog) -> None:
+    t = v3_files(catalog)
+    writer = t.load()
+    (ours,) = t.deletion_vectors("ours", (t["b1"], [0]))
+    eq = t.equality_deletes([{"id": 10, "cat": "b"}], ["id", "cat"])
+    t.table.new_row_delta().add_deletes(eq).commit()
+    conversion = DeleteRewrite(t.table).validate_from_snapshot(head_id(t.table))
+    conversion.rewrite_files((), (), [eq], [ours])
+    conversion.validate_no_new_position_deletes([t["b1"]])
+    (theirs,) = t.deletion_vectors("theirs", (t["b1"], [1]))
+    writer.new_row_delta().add_deletes(theirs).commit()
+    with pytest.raises(CommitConflictError, match="found new position delete"):
+        conversion.commit()
+    assert ids(t.table.refresh()) == [1, 2, 3]
