@@ -105,8 +105,7 @@ class DeleteRebase:
         if concurrent.key == self._key:
             return False
         by_path = {f.file_path: f for f in new_files}
-        moved: dict[str, list[np.ndarray]] = defaultdict(list)
-        rows = 0
+        deleted = {}
         for data_file in concurrent:
             if not self.positions.covers(data_file):
                 raise CommitConflictError(
@@ -114,16 +113,17 @@ class DeleteRebase:
                     f"{data_file}: the rewrite did not record where its rows went",
                     snapshot_id=min(d.snapshot_id for d in concurrent[data_file]),
                 )
-            deleted = concurrent.positions(self.table.io, data_file)
-            for new_file, new_positions in self.positions.moved(data_file, deleted):
-                if new_file not in by_path:
-                    raise CommitConflictError(
-                        f"{self.table.name}: rows of {data_file} went to {new_file}, which "
-                        "this commit does not add",
-                        snapshot_id=min(d.snapshot_id for d in concurrent[data_file]),
-                    )
-                moved[new_file].append(new_positions)
-                rows += len(new_positions)
+            deleted[data_file] = concurrent.positions(self.table.io, data_file)
+        moved: dict[str, list[np.ndarray]] = defaultdict(list)
+        for new_file, new_positions in self.positions.move(deleted):
+            if new_file not in by_path:
+                raise CommitConflictError(
+                    f"{self.table.name}: rows the rewrite read went to {new_file}, which this "
+                    "commit does not add",
+                    snapshot_id=min(concurrent.snapshot_ids),
+                )
+            moved[new_file].append(new_positions)
+        rows = sum(len(p) for chunks in moved.values() for p in chunks)
         merged = {path: np.unique(np.concatenate(chunks)) for path, chunks in moved.items()}
         files = self.writer.write(merged, by_path) if merged else []
         self.discard()

@@ -18,7 +18,7 @@ batch, then the files its writer cut the rows into.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -36,9 +36,10 @@ class PositionMap(Protocol):
         """Whether `data_file` is an input of the rewrite, so its rows can be followed."""
         ...
 
-    def moved(self, data_file: str, positions: np.ndarray) -> Iterator[tuple[str, np.ndarray]]:
-        """(new data file, new positions) of those of `positions` (ascending) the rewrite
-        wrote; the ones it dropped are left out."""
+    def move(self, deleted: Mapping[str, np.ndarray]) -> Iterator[tuple[str, np.ndarray]]:
+        """(new data file, new positions) of the rows `deleted` names (old data file ->
+        ascending positions) that the rewrite wrote, the ones it dropped left out; a new
+        file may come more than once. All at once: a map may read files to answer."""
         ...
 
 
@@ -85,7 +86,11 @@ class SegmentMap:
     def covers(self, data_file: str) -> bool:
         return data_file in self._segments
 
-    def moved(self, data_file: str, positions: np.ndarray) -> Iterator[tuple[str, np.ndarray]]:
+    def move(self, deleted: Mapping[str, np.ndarray]) -> Iterator[tuple[str, np.ndarray]]:
+        for data_file, positions in deleted.items():
+            yield from self._moved(data_file, positions)
+
+    def _moved(self, data_file: str, positions: np.ndarray) -> Iterator[tuple[str, np.ndarray]]:
         wanted = np.asarray(positions, dtype=np.int64)
         raw = self._dropped.get(data_file)
         dropped = DeletionVector.from_portable(raw if raw is not None else _EMPTY).to_numpy()

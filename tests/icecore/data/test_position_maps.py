@@ -51,10 +51,10 @@ def test_every_row_is_followed_to_its_new_place(seed: int) -> None:
     for path, gone in dropped.items():
         assert positions.covers(path)
         asked = np.arange(200, dtype=np.int64)
-        found = {(new, int(p)) for new, moved in positions.moved(path, asked) for p in moved}
+        found = {(new, int(p)) for new, moved in positions.move({path: asked}) for p in moved}
         assert found == {truth[(path, p)] for p in range(200) if p not in gone}
         some = np.sort(rng.choice(200, 25, replace=False))
-        got = sorted((new, int(p)) for new, moved in positions.moved(path, some) for p in moved)
+        got = sorted((new, int(p)) for new, moved in positions.move({path: some}) for p in moved)
         assert got == sorted(truth[(path, int(p))] for p in some if int(p) not in gone)
 
 
@@ -68,4 +68,4 @@ def test_a_map_costs_its_segments_and_dropped_rows_not_its_rows() -> None:
         positions.add_dropped(path, rng.choice(100_000, 1_000, replace=False))
     assert positions.nbytes < 30_000
     assert not positions.covers("in-10")
-    assert list(positions.moved("in-3", np.array([], np.int64))) == []
+    assert list(positions.move({"in-3": np.array([], np.int64)})) == []
