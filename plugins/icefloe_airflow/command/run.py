@@ -22,18 +22,71 @@ from collections.abc import Sequence
 from contextlib import ExitStack
 from datetime import timedelta
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from icefloe_airflow.command.common import Invocation, Subcommand, open_store
 from icefloe_airflow.job_process import (
     connect_command,
     connect_environment,
     launcher,
     read_outcome,
 )
-from icefloe_airflow.state import MaintenanceStore
-from spark_jobs.specs.argv import CATALOG_URI_ENV, REMOTE_ENV, RESULT_FILE_ENV, CatalogArgs
+from spark_jobs.specs.argv import (
+    CATALOG_URI_ENV,
+    REMOTE_ENV,
+    RESULT_FILE_ENV,
+    CatalogArgs,
+    OneLineParser,
+    checked_remote,
+)
 from spark_jobs.specs.jobs import JOBS
 
+if TYPE_CHECKING:
+    from icefloe_airflow.state import MaintenanceStore
+
 LOCK_TTL = timedelta(minutes=10)
+
+
+def _arguments(parser: OneLineParser) -> None:
+    parser.add_argument("job")
+    parser.add_argument("table")
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument("--master", help="spark-submit to this Spark master (default local[*])")
+    where.add_argument(
+        "--remote",
+        metavar="sc://HOST:PORT",
+        help=f"run as a client of this Spark Connect server (default: ${REMOTE_ENV}); a URL "
+        f"with a token belongs in ${REMOTE_ENV}",
+    )
+
+
+def run(invocation: Invocation) -> int:
+    """`icefloe run`: the job, under the table's lease when there is a state store."""
+    args = invocation.args
+    master, remote = _where(args.master, args.remote)
+    with open_store(invocation.state, invocation.catalog.name) as store:
+        return run_job(
+            args.job,
+            args.table,
+            invocation.catalog,
+            invocation.extra,
+            master=master,
+            remote=remote,
+            store=store,
+        )
+
+
+def _where(master: str | None, remote: str | None) -> tuple[str, str | None]:
+    """`icefloe run`'s Spark: the `--master` to spark-submit to, or the Spark Connect server
+    (`--remote`, else `$SPARK_REMOTE` when no `--master` is given) to run the job against."""
+    if remote is not None:
+        try:
+            return "", checked_remote(remote)
+        except ValueError as exc:
+            raise SystemExit(f"icefloe run: {exc}") from None
+    if master is None and os.environ.get(REMOTE_ENV):
+        return "", os.environ[REMOTE_ENV]
+    return master or "local[*]", None
 
 
 def spark_submit() -> str:
@@ -131,3 +184,14 @@ def run_job(
             cause = outcome.get("cause") or f"the job exited with {code}"
             store.finish_run(run_pk, state="failed", error=str(cause))
         return code
+
+
+SUBCOMMANDS = (
+    Subcommand(
+        "run",
+        "run a job on a table (spark-submit or Spark Connect, under its lease)",
+        _arguments,
+        run,
+        pass_on=True,
+    ),
+)
