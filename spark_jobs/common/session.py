@@ -49,8 +49,9 @@ ICEBERG_SQL_CONF = {
     "spark.sql.parquet.datetimeRebaseModeInRead": "CORRECTED",
     "spark.sql.parquet.int96RebaseModeInRead": "CORRECTED",
 }
-# Set by the Airflow operator when it configured Spark's logging itself (warnings in the task
-# log, everything in a file); otherwise a job turns Spark's own logging down to warnings.
+# Set by a runner that configured Spark's logging itself (the Airflow operator, `icefloe run`:
+# warnings beside the job's lines, everything in a file; icefloe_airflow.job_process.spark_log);
+# otherwise a job turns Spark's own logging down to warnings.
 SPARK_LOGGING_ENV = "ICEFLOE_SPARK_LOGGING"
 
 
