@@ -5,12 +5,13 @@ metadata location), ranks the due tables by what maintenance saves their readers
 the chosen ones' due jobs within the budget (tables, bytes rewritten, Spark applications),
 each under the table's lease. New tables are picked up with no config change; a table's
 owner sets its policy in table properties (`icefloe.maintenance.enabled=false`, ...). See
-`icefloe_airflow.fleet`. Per-table DAGs (`icefloe_self_optimizing.py`) keep working beside it.
+`icefloe_airflow.fleet_dag` (the DAG) and `icefloe_airflow.fleet` (the engine it shares with
+the `icefloe` command). Per-table DAGs (`icefloe_self_optimizing.py`) keep working beside it.
 """
 
 from __future__ import annotations
 
-from icefloe_airflow.fleet.dag import fleet_dags
+from icefloe_airflow.fleet_dag.dag import fleet_dags
 
 for dag in fleet_dags():
     globals()[dag.dag_id] = dag

@@ -140,7 +140,7 @@ def test_tables_and_namespace_filters(fleet: FleetTruth) -> None:
 def test_the_command_imports_no_airflow(fleet: FleetTruth) -> None:
     code = (
         "import sys\n"
-        "from icefloe_airflow.fleet.cli import main\n"
+        "from icefloe_airflow.command.cli import main\n"
         f"main(['due', '--warehouse', {str(fleet.warehouse)!r}])\n"
         "assert 'airflow' not in sys.modules, 'airflow imported'\n"
     )

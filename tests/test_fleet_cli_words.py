@@ -2,7 +2,8 @@
 script, its own process, an environment with no Airflow variable): it finds the Iceberg
 page's state store and tables config in the demo's Airflow home inside the warehouse, says
 where it found them, prints a header and units, colours only on a terminal, says when nothing
-is due, and refuses a warehouse that does not exist, or a mistyped flag, in one line.
+is due, and refuses a warehouse that does not exist, or a mistyped flag, in one line; `run`
+shows the job's own lines and its result, Spark's log going to a file.
 
 The Airflow home is written by the demo's own code (examples/demo_home.py), so these are the
 files `make demo` leaves behind.
@@ -10,14 +11,17 @@ files `make demo` leaves behind.
 
 from __future__ import annotations
 
+import json
 import os
 import pty
+import shutil
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
+from icefloe_airflow.state import MaintenanceStore
 
 from examples.demo_home import airflow_home, write_config, write_demo_files
 from icecore.catalog import SqlCatalog
@@ -48,7 +52,9 @@ def warehouse(tmp_path: Path) -> Path:
     return warehouse
 
 
-def icefloe(cwd: Path, *args: str, env: dict[str, str] | None = None) -> tuple[int, str, str]:
+def icefloe(
+    cwd: Path, *args: str, env: dict[str, str] | None = None, timeout: float = 120
+) -> tuple[int, str, str]:
     """The command in `cwd` with a shell's bare environment (plus `env`)."""
     plain = {"HOME": str(cwd), "PATH": "/usr/bin:/bin", "ICEFLOE_CACHE_DIR": str(cwd / "cache")}
     done = subprocess.run(
@@ -57,7 +63,7 @@ def icefloe(cwd: Path, *args: str, env: dict[str, str] | None = None) -> tuple[i
         env={**plain, **(env or {})},
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=timeout,
         check=False,
     )
     return done.returncode, done.stdout, done.stderr
@@ -181,3 +187,49 @@ def test_the_state_store_named_by_airflows_variable(warehouse: Path) -> None:
     ]
     code, out, _ = icefloe(warehouse.parent, *args, "--json", env=env)
     assert (code, out) == (0, "")  # scripts get one line per due table: none
+
+
+@pytest.mark.spark_submit
+def test_run_shows_the_jobs_lines_and_keeps_sparks_log_in_a_file(
+    warehouse: Path, spark_conf_dir: Path
+) -> None:
+    """`icefloe run` where Spark logs as a fresh install does (INFO to the console: a hundred
+    lines of SparkContext, BlockManager, SharedState, ...): the terminal shows what the
+    operator's task log shows, the job's own lines and its result, and Spark's log is in the
+    file the first line names. The run holds the lease and is recorded, as the fleet's are."""
+    conf = warehouse.parent / "spark-conf"  # the suite's short-lived JVMs; no log4j2 config
+    conf.mkdir()
+    shutil.copy(spark_conf_dir / "spark-defaults.conf", conf)
+    logs = warehouse.parent / "spark-logs"
+    code, out, err = icefloe(
+        warehouse.parent,
+        "run", "rewrite_data_files", TABLE, "--warehouse", "warehouse", "--rewrite-all",
+        "--master", "local[1]",
+        env={"SPARK_CONF_DIR": str(conf), "ICEFLOE_SPARK_LOG_DIR": str(logs)},
+        timeout=600,
+    )  # fmt: skip
+    assert code == 0, err[-3000:]
+    terminal = out.splitlines() + err.splitlines()
+    assert [line for line in terminal if " INFO " in line] == []
+    job_lines = [line for line in terminal if " icefloe.rewrite_data_files: " in line]
+    assert any("plan: 3 data files" in line for line in job_lines), terminal
+    assert any("committed 1 of the groups" in line for line in job_lines), terminal
+    result = json.loads(out.splitlines()[-1])
+    assert (result["rewritten_data_files"], result["added_data_files"]) == (3, 1)
+    assert err.splitlines()[-1].startswith(f"rewrite_data_files on {TABLE}: rewrote 3 data files")
+
+    first = err.splitlines()[0]
+    assert first.startswith("full Spark driver log (INFO and above): "), err[-3000:]
+    log = Path(first.split(": ", 1)[1])
+    assert log.parent == logs
+    text = log.read_text()
+    assert " INFO SparkContext: Running Spark version" in text
+    assert " INFO BlockManagerMasterEndpoint: " in text
+
+    store = MaintenanceStore.open(f"sqlite:///{airflow_home(warehouse)}/icefloe_state.db")
+    try:
+        run = store.last_runs(TABLE)["rewrite_data_files"]
+        assert store.lock_holder(TABLE) is None
+    finally:
+        store.close()
+    assert (run.state, run.result) == ("success", result)

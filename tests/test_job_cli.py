@@ -1,18 +1,27 @@
 """The command line every Spark job shares: where the catalog comes from, and what it refuses
 in one line: a catalog that does not exist (nothing is created; only `ingest --create` makes
-one), an unknown flag (with the closest known one), a harmful value (with `--force`)."""
+one), an unknown flag (with the closest known one), a harmful value (with `--force`); and a
+job run with Python from a plain shell, as documented, whose Spark workers need its packages."""
 
 from __future__ import annotations
 
 import io
+import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
+from pyiceberg.table import StaticTable
 
+from icecore.catalog import SqlCatalog
 from spark_jobs.common.cli import main, open_catalog
 from spark_jobs.common.errors import JobError
 from spark_jobs.specs.argv import CATALOG_URI_ENV, CatalogArgs, parse_job_args
 from spark_jobs.specs.jobs import JOBS
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def _args(*argv: str) -> CatalogArgs:
@@ -141,3 +150,47 @@ def test_a_harmful_value_names_the_flag_that_forces_it(tmp_path: Path) -> None:
     )  # fmt: skip
     assert err.rstrip().endswith("pass --force if nothing else writes to the table")
     assert list(tmp_path.iterdir()) == []  # refused before the catalog was opened
+
+
+@pytest.mark.spark_submit
+def test_a_job_run_with_python_from_a_plain_shell_runs_its_workers_on_that_python(
+    tmp_path: Path,
+) -> None:
+    """`.venv/bin/python spark_jobs/main.py ingest ...` with no virtualenv active: Spark is
+    local and started by the job, whose Python workers (the ingest's writing tasks) ran
+    `python3` from PATH, the system's, without the jobs' packages, and failed after the
+    whole plan had run. They run the job's own interpreter."""
+    source = tmp_path / "batch.csv"
+    source.write_text("id,name\n1,alpha\n2,beta\n")
+    warehouse = tmp_path / "wh"
+    env = {
+        "HOME": str(tmp_path),
+        "PATH": "/usr/bin:/bin",  # a shell's: no virtualenv's bin, no PYSPARK_PYTHON
+        "SPARK_CONF_DIR": os.environ["SPARK_CONF_DIR"],  # the suite's short-lived JVMs
+    }
+    done = subprocess.run(
+        [
+            sys.executable, str(ROOT / "spark_jobs" / "main.py"), "ingest",
+            "--warehouse", str(warehouse), "--table", "db.events", "--source", str(source),
+            "--create",
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout.splitlines()[-1])
+    assert (result["status"], result["rows"]) == ("committed", 2)
+    catalog = SqlCatalog("default", warehouse=warehouse)
+    try:
+        location = catalog.load_table("db.events").metadata_location
+    finally:
+        catalog.close()
+    rows = StaticTable.from_metadata(location).scan().to_arrow().sort_by("id")
+    assert rows.select(["id", "name"]).to_pylist() == [
+        {"id": 1, "name": "alpha"},
+        {"id": 2, "name": "beta"},
+    ]

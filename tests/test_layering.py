@@ -134,3 +134,35 @@ def test_the_allowed_crossing_imports_only_the_standard_library() -> None:
             }
             packages = {m.split(".")[0] for m in outside}
             assert packages <= set(sys.stdlib_module_names), (path, packages)
+
+
+# The `icefloe` command and the fleet engine it shares with the fleet DAG run where Airflow is
+# not installed (a laptop, a cron job): no module of theirs imports Airflow, at the top or
+# inside a function (the command imports lazily), nor does anything they import at the top.
+# (Shared plugin modules may ask Airflow's settings in a function the DAG side calls, e.g.
+# `tables_config.default_config_path`; the command names its files itself, and
+# tests/test_fleet_cli.py runs it with Airflow's import checked.)
+AIRFLOW_FREE = ("icefloe_airflow.command", "icefloe_airflow.fleet")
+
+
+def test_the_command_and_the_fleet_engine_import_no_airflow() -> None:
+    for package in AIRFLOW_FREE:
+        files = sorted((ROOT / "plugins" / package.replace(".", "/")).glob("*.py"))
+        assert len(files) > 4, package
+        crossings = {
+            str(path.relative_to(ROOT)): sorted(
+                m for m in imported_modules(path) if m.split(".")[0] == "airflow"
+            )
+            for path in files
+        }
+        assert {path: found for path, found in crossings.items() if found} == {}
+        done = subprocess.run(
+            [sys.executable, "-c", _IMPORT_EVERY_MODULE, package, "airflow"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr
+        imported = set(ast.literal_eval(done.stdout.strip().splitlines()[-1]))
+        assert {f"{package}.{path.stem}" for path in files} - imported == {f"{package}.__init__"}

@@ -7,7 +7,8 @@ Spark Connect server: `python -m spark_jobs <job> ...` with the server's URL in 
 (`connect_command`, `connect_environment`), never on the command line, where a URL's token
 would show in process listings and logs. Either way the runner names a result file in the
 job's environment (`RESULT_FILE_ENV`) and reads the job's outcome back from it
-(`read_outcome`), never from its output.
+(`read_outcome`), never from its output. A spark-submitted job's driver logs through
+`spark_log`: Spark's warnings beside the job's own lines, all of Spark's log in a file.
 """
 
 from __future__ import annotations
@@ -15,15 +16,41 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
+import tempfile
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 from spark_jobs.specs.argv import REMOTE_ENV
+
+# Tells the job that its runner configured Spark's logging (`spark_log`), so it leaves Spark's
+# levels alone; run by hand, a job turns Spark down to warnings itself
+# (`spark_jobs.common.session`).
+SPARK_LOGGING_ENV = "ICEFLOE_SPARK_LOGGING"
+SPARK_LOG_DIR_ENV = "ICEFLOE_SPARK_LOG_DIR"
+SPARK_LOG4J2 = """\
+rootLogger.level = info
+rootLogger.appenderRef.console.ref = console
+rootLogger.appenderRef.file.ref = file
+appender.console.type = Console
+appender.console.name = console
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = %d{{HH:mm:ss}} %p %c{{1}}: %m%n%ex
+appender.console.filter.threshold.type = ThresholdFilter
+appender.console.filter.threshold.level = warn
+appender.file.type = File
+appender.file.name = file
+appender.file.fileName = {log_file}
+appender.file.layout.type = PatternLayout
+appender.file.layout.pattern = %d{{yy/MM/dd HH:mm:ss}} %p %c{{1}}: %m%n%ex
+"""
 
 
 def launcher() -> Path:
@@ -36,6 +63,42 @@ def launcher() -> Path:
     if not path.is_file():
         raise RuntimeError(f"no job launcher {path}")
     return path
+
+
+@dataclass(frozen=True)
+class SparkLog:
+    """Spark's own log for one run: warnings where the job's lines go (a task log, a
+    terminal), everything from INFO up in `file`, for when a Spark problem needs it."""
+
+    file: Path
+    java_option: str  # for the driver's JVM: `-Dlog4j2.configurationFile=file:...`
+
+    @property
+    def env(self) -> dict[str, str]:
+        """The job's environment for it: the job then leaves Spark's levels as configured."""
+        return {SPARK_LOGGING_ENV: "configured"}
+
+    @property
+    def announcement(self) -> str:
+        """The line that tells the reader where the full log is."""
+        return f"full Spark driver log (INFO and above): {self.file}"
+
+
+def spark_log(name: str) -> SparkLog:
+    """A log4j2 configuration for one run `name` (a task try, an `icefloe run`), written
+    under `$ICEFLOE_SPARK_LOG_DIR` (else the temporary directory's `icefloe-spark-logs-<uid>`)
+    beside the log file it names: people read the job's lines, and Spark's INFO (a hundred
+    lines of BlockManager, SharedState, ...) drowned them."""
+    directory = Path(
+        os.environ.get(SPARK_LOG_DIR_ENV)
+        or Path(tempfile.gettempdir()) / f"icefloe-spark-logs-{os.getuid()}"
+    )
+    directory.mkdir(parents=True, exist_ok=True)
+    safe = re.sub(r"[^A-Za-z0-9_.=-]+", "_", name)
+    log_file = directory / f"{safe}.log"
+    properties = directory / f"{safe}.log4j2.properties"
+    properties.write_text(SPARK_LOG4J2.format(log_file=log_file))
+    return SparkLog(log_file, f"-Dlog4j2.configurationFile=file:{properties}")
 
 
 def read_outcome(path: Path) -> dict[str, Any]:

@@ -15,20 +15,22 @@ process listings and scheduler logs show), `--catalog-property K=V` (repeatable,
 `$ICEFLOE_CATALOG_PROPERTIES`, a JSON object, for the same reason), `--catalog-name` and
 `--warehouse`.
 
-Where the Spark work runs: with spark-submit, in the application spark-submit started; run
-with Python (`python -m spark_jobs`, `python spark_jobs/main.py`), on a local Spark, or on the
-Spark Connect server `$SPARK_REMOTE` names (PySpark's own variable) or `--remote sc://...`
-(which wins; a URL carrying a `token` belongs in the variable, for the reason above). Over
-Spark Connect this process is the job's driver: it plans, reads and writes metadata and
-commits here; the server runs the Spark tasks, with `icecore` and `spark_jobs` shipped to it
-by the job (`spark_jobs.common.connect`), so the server needs only the third-party packages
-(and this process's Python minor version). Everything below holds the same on every path: a
-runner changes nothing but the variable (or the flag) to move a job from spark-submit to a
-Connect server. Over Connect, besides: a server that does not answer fails the job at once
-(exit 1, `JobError: no Spark Connect server answers at sc://...`); a malformed `--remote` is
-a bad command line (exit 2); the job never connects when its work needs no Spark; a client
-killed at any point leaves the table as it was (it commits, the server only writes files); and
-the server session, shared by the jobs of one code version, stays open when the job ends.
+Where the Spark work runs: with spark-submit, in the application spark-submit started; run with
+Python (`python -m spark_jobs`, `python spark_jobs/main.py`), on a local Spark whose Python
+workers run the interpreter the job was started with (unless `$PYSPARK_PYTHON` names another:
+`spark_jobs.common.session`), or on the Spark Connect server `$SPARK_REMOTE` names (PySpark's
+own variable) or `--remote sc://...` (which wins; a URL carrying a `token` belongs in the
+variable, for the reason above). Over Spark Connect this process is the job's driver: it plans,
+reads and writes metadata and commits here; the server runs the Spark tasks, with `icecore` and
+`spark_jobs` shipped to it by the job (`spark_jobs.common.connect`), so the server needs only
+the third-party packages (and this process's Python minor version). Everything below holds the
+same on every path: a runner changes nothing but the variable (or the flag) to move a job from
+spark-submit to a Connect server. Over Connect, besides: a server that does not answer fails
+the job at once (exit 1, `JobError: no Spark Connect server answers at sc://...`); a malformed
+`--remote` is a bad command line (exit 2); the job never connects when its work needs no Spark;
+a client killed at any point leaves the table as it was (it commits, the server only writes
+files); and the server session, shared by the jobs of one code version, stays open when the job
+ends.
 
 Order of work: the options are parsed and checked first (a bad value exits 2 with one line
 naming the flag, and no Spark JVM is ever started nor any server contacted), then the catalog

@@ -25,11 +25,13 @@ Spark (`OnDemandSession`, never called) runs without loading it.
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from spark_jobs.common.connect import is_connect, private_session, shared_session
+from spark_jobs.common.errors import JobError
 from spark_jobs.specs.argv import REMOTE_ENV
 
 if TYPE_CHECKING:
@@ -47,8 +49,9 @@ ICEBERG_SQL_CONF = {
     "spark.sql.parquet.datetimeRebaseModeInRead": "CORRECTED",
     "spark.sql.parquet.int96RebaseModeInRead": "CORRECTED",
 }
-# Set by the Airflow operator when it configured Spark's logging itself (warnings in the task
-# log, everything in a file); otherwise a job turns Spark's own logging down to warnings.
+# Set by a runner that configured Spark's logging itself (the Airflow operator, `icefloe run`:
+# warnings beside the job's lines, everything in a file; icefloe_airflow.job_process.spark_log);
+# otherwise a job turns Spark's own logging down to warnings.
 SPARK_LOGGING_ENV = "ICEFLOE_SPARK_LOGGING"
 
 
@@ -73,7 +76,33 @@ def get_session(app_name: str, remote: str | None = None) -> SparkSession:
     session = configure(builder.getOrCreate())
     if os.environ.get(SPARK_LOGGING_ENV) != "configured":
         session.sparkContext.setLogLevel("WARN")
+    _local_workers_run_this_python(session)
     return session
+
+
+def _local_workers_run_this_python(session: SparkSession) -> None:
+    """Spark's Python workers run `$PYSPARK_PYTHON`, else `python3` from PATH: under
+    spark-submit the launcher sets the variable (from `spark.pyspark.python` or the
+    environment); a job run with Python (`python spark_jobs/main.py`, `python -m spark_jobs`)
+    starts Spark itself, and from a plain shell `python3` is the system's, without the jobs'
+    packages: every task failed after the whole plan had run (`No module named 'fastavro'`).
+    So on a local master, whose workers run on this machine, they run this interpreter
+    unless the user named one. The master is Spark's own (spark-defaults.conf,
+    `PYSPARK_SUBMIT_ARGS`), hence read once the context exists; no Python task has run yet,
+    and PySpark takes the interpreter when a task's function is built. A cluster's executors
+    keep `python3` (or what the user set): this machine's path means nothing there."""
+    context = session.sparkContext
+    if os.environ.get("PYSPARK_GATEWAY_PORT") or os.environ.get("PYSPARK_PYTHON"):
+        return  # spark-submit started this driver, or the user chose
+    if not str(context.master).startswith("local"):
+        return
+    if not sys.executable:
+        raise JobError(
+            "cannot tell which Python Spark's workers should run (this interpreter does not "
+            "know its own path): set PYSPARK_PYTHON to a Python with icefloe installed"
+        )
+    context.pythonExec = sys.executable
+    os.environ["PYSPARK_PYTHON"] = sys.executable  # and any session started after this one
 
 
 class OnDemandSession:

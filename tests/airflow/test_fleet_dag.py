@@ -44,7 +44,7 @@ def fleet(iceberg_connection: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPa
 
 def _fleet_dag() -> Any:
     from icefloe_airflow.fleet.config import load_fleet_settings  # noqa: PLC0415
-    from icefloe_airflow.fleet.dag import fleet_dag  # noqa: PLC0415
+    from icefloe_airflow.fleet_dag.dag import fleet_dag  # noqa: PLC0415
 
     (config,) = load_fleet_settings().fleets
     return fleet_dag(config)
@@ -185,7 +185,7 @@ def test_metrics_reach_statsd(
     fleet: FleetTruth, run_dag: Callable[..., Any], statsd: StatsdListener
 ) -> None:
     run_dag(_fleet_dag(), run_conf={"dry_run": True})
-    from icefloe_airflow.fleet import metrics  # noqa: PLC0415
+    from icefloe_airflow.fleet_dag import metrics  # noqa: PLC0415
 
     # What a job task reports on success (its result) and on failure.
     result = {"rewritten_bytes": 12_582_912, "rewritten_data_files": 12, "added_data_files": 1}

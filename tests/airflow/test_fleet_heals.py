@@ -50,8 +50,8 @@ def test_the_fleet_dag_heals_two_tables(
     monkeypatch.setenv("ICEFLOE_CACHE_DIR", str(tmp_path / "cache"))
     from icefloe_airflow.fleet.cache import HealthCache  # noqa: PLC0415
     from icefloe_airflow.fleet.config import load_fleet_settings  # noqa: PLC0415
-    from icefloe_airflow.fleet.dag import fleet_dag  # noqa: PLC0415
     from icefloe_airflow.fleet.survey import survey  # noqa: PLC0415
+    from icefloe_airflow.fleet_dag.dag import fleet_dag  # noqa: PLC0415
 
     settings = load_fleet_settings()
     before = survey(catalog, settings.layers, cache=HealthCache(tmp_path / "cache"))

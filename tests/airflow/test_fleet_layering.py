@@ -8,9 +8,9 @@ from datetime import timedelta
 
 import pytest
 from icefloe_airflow.fleet.config import Budget, FleetConfig, parse_fleet_settings
-from icefloe_airflow.fleet.dag import fleet_dag
 from icefloe_airflow.fleet.discovery import namespace_matches
 from icefloe_airflow.fleet.layering import PolicyError, table_policy
+from icefloe_airflow.fleet_dag.dag import fleet_dag
 from icefloe_airflow.tables_config import TablesConfigError
 
 DOCUMENT = {

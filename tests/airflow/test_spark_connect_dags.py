@@ -272,7 +272,7 @@ def test_the_fleet_runs_its_jobs_on_the_connect_server(
     monkeypatch.setenv("ICEFLOE_TABLES_CONFIG", str(config))
     monkeypatch.setenv("ICEFLOE_CACHE_DIR", str(tmp_path / "cache"))
     from icefloe_airflow.fleet.config import load_fleet_settings  # noqa: PLC0415
-    from icefloe_airflow.fleet.dag import fleet_dag  # noqa: PLC0415
+    from icefloe_airflow.fleet_dag.dag import fleet_dag  # noqa: PLC0415
 
     (fleet,) = load_fleet_settings().fleets
     assert fleet.spark_connect_conn_id == CONN_ID

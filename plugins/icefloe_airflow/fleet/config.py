@@ -75,6 +75,16 @@ class Budget:
         if self.max_bytes is not None and self.max_bytes < 0:
             raise ValueError(f"budget: max_bytes must not be negative, got {self.max_bytes}")
 
+    def limited(self, max_tables: Any = None, max_bytes: Any = None) -> Budget:
+        """This budget with one run's own limits (a hand trigger's form, `icefloe due`'s
+        flags): None or "" keeps the configured one; `max_bytes` may be a size as text
+        (`2TB`). ValueError for a size that does not parse."""
+        return Budget(
+            max_tables=self.max_tables if max_tables in (None, "") else int(max_tables),
+            max_bytes=self.max_bytes if max_bytes in (None, "") else parse_size(max_bytes),
+            spark_apps=self.spark_apps,
+        )
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "max_tables": self.max_tables,

@@ -37,7 +37,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import re
 import subprocess
 import tempfile
 from collections.abc import Callable, Mapping
@@ -61,6 +60,7 @@ from icefloe_airflow.job_process import (
     launcher,
     read_outcome,
     shown_remote,
+    spark_log,
     start_job,
     stop_job,
     stream_lines,
@@ -79,26 +79,6 @@ from spark_jobs.specs.options import BOOLEAN, FILTER, PARTITION_SPEC, SORT_ORDER
 CATALOG_OPTIONS = frozenset(
     {"catalog_uri", "catalog_type", "catalog_name", "warehouse", "catalog_property"}
 )
-# The job leaves Spark's log levels alone when the operator configured them (see
-# `_spark_logging`); run by hand, it turns Spark down to warnings itself.
-SPARK_LOGGING_ENV = "ICEFLOE_SPARK_LOGGING"
-SPARK_LOG4J2 = """\
-rootLogger.level = info
-rootLogger.appenderRef.console.ref = console
-rootLogger.appenderRef.file.ref = file
-appender.console.type = Console
-appender.console.name = console
-appender.console.target = SYSTEM_ERR
-appender.console.layout.type = PatternLayout
-appender.console.layout.pattern = %d{{HH:mm:ss}} %p %c{{1}}: %m%n%ex
-appender.console.filter.threshold.type = ThresholdFilter
-appender.console.filter.threshold.level = warn
-appender.file.type = File
-appender.file.name = file
-appender.file.fileName = {log_file}
-appender.file.layout.type = PatternLayout
-appender.file.layout.pattern = %d{{yy/MM/dd HH:mm:ss}} %p %c{{1}}: %m%n%ex
-"""
 _MAX_ERROR = 2000
 
 
@@ -370,26 +350,15 @@ class IcefloeJobOperator(SparkSubmitOperator):
 
     def _spark_logging(self, context: Context) -> dict[str, str]:
         """Spark's own log at WARN in the task log, all of it (INFO) in a file named in the
-        task log: people read the job's lines, and the full driver log is there when a Spark
-        problem needs it. Returns the job's environment for it."""
+        task log (`job_process.spark_log`). Returns the job's environment for it."""
         ti = context["ti"]
-        name = f"{ti.dag_id}__{ti.run_id}__{ti.task_id}__{ti.try_number}"
-        directory = Path(
-            os.environ.get("ICEFLOE_SPARK_LOG_DIR")
-            or Path(tempfile.gettempdir()) / f"icefloe-spark-logs-{os.getuid()}"
-        )
-        directory.mkdir(parents=True, exist_ok=True)
-        safe = re.sub(r"[^A-Za-z0-9_.=-]+", "_", name)
-        log_file = directory / f"{safe}.log"
-        properties = directory / f"{safe}.log4j2.properties"
-        properties.write_text(SPARK_LOG4J2.format(log_file=log_file))
-        option = f"-Dlog4j2.configurationFile=file:{properties}"
+        log = spark_log(f"{ti.dag_id}__{ti.run_id}__{ti.task_id}__{ti.try_number}")
         conf = dict(self.conf or {})
         existing = conf.get("spark.driver.extraJavaOptions", "")
-        conf["spark.driver.extraJavaOptions"] = f"{existing} {option}".strip()
+        conf["spark.driver.extraJavaOptions"] = f"{existing} {log.java_option}".strip()
         self.conf = conf
-        self.log.info("full Spark driver log (INFO and above): %s", log_file)
-        return {SPARK_LOGGING_ENV: "configured"}
+        self.log.info(log.announcement)
+        return log.env
 
     def preflight(self, hook: IcebergHook, options: JobOptions) -> None:
         """Refuse, in one line and in a second, what the job would refuse after starting

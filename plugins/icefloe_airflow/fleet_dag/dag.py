@@ -36,7 +36,7 @@ from icefloe_airflow.policy import JOB_ORDER
 
 def fleet_dag(fleet: FleetConfig) -> DAG:
     """The DAG of one fleet."""
-    from icefloe_airflow.fleet import tasks  # noqa: PLC0415 - operators load with the DAG
+    from icefloe_airflow.fleet_dag import tasks  # noqa: PLC0415 - operators load with the DAG
 
     budget = fleet.budget
     with DAG(

@@ -11,33 +11,26 @@ from typing import Any
 
 from airflow.sdk.exceptions import AirflowSkipException
 
-from icefloe_airflow.fleet import metrics
 from icefloe_airflow.fleet.cache import HealthCache
 from icefloe_airflow.fleet.config import Budget, FleetConfig, load_fleet_settings
 from icefloe_airflow.fleet.ranking import Candidate, plan_run
 from icefloe_airflow.fleet.survey import survey
+from icefloe_airflow.fleet_dag import metrics
 from icefloe_airflow.hook import IcebergHook
 from icefloe_airflow.operators import OPERATORS, IcefloeJobOperator
 from icefloe_airflow.policy import DECIDED_AFTER_REWRITES, JOB_ORDER
 from icefloe_airflow.self_optimizing import job_due_now
-from spark_jobs.specs.grammar import describe_size, parse_size
+from spark_jobs.specs.grammar import describe_size
 
 log = logging.getLogger(__name__)
 
 
 def run_budget(fleet: FleetConfig, params: Mapping[str, Any]) -> Budget:
     """The configured budget, overridden by a hand trigger's form."""
-    max_tables = params.get("max_tables")
-    max_bytes = params.get("max_bytes")
     try:
-        limit = parse_size(max_bytes) if max_bytes not in (None, "") else fleet.budget.max_bytes
+        return fleet.budget.limited(params.get("max_tables"), params.get("max_bytes"))
     except ValueError as exc:  # named as the trigger form shows the field
         raise ValueError(f'"Bytes rewritten per run": {exc}') from None
-    return Budget(
-        max_tables=fleet.budget.max_tables if max_tables is None else int(max_tables),
-        max_bytes=limit,
-        spark_apps=fleet.budget.spark_apps,
-    )
 
 
 def _globs(value: Any, default: tuple[str, ...]) -> tuple[str, ...]:
