@@ -32,12 +32,6 @@ from icecore.spec.types import LongType, NestedField
 from icecore.table import Table
 from spark_jobs.common.cli import main
 from spark_jobs.common.errors import JobError
-from spark_jobs.files.locations import (
-    LocationMatcher,
-    classify,
-    is_hidden,
-    split_location,
-)
 from spark_jobs.remove_orphan_files import run as remove_orphans
 from spark_jobs.specs.jobs import RemoveOrphanFilesOptions
 from tests.support.catalogs import append_rows
@@ -227,24 +221,6 @@ def test_a_path_referenced_under_another_scheme_is_refused(
     )
     assert deleted["orphan_file_location"] == [f"file://{local}"]
     assert not local.exists()
-
-
-def test_location_matching_rules() -> None:
-    matcher = LocationMatcher()
-    assert split_location("s3://b//t/x/") == ("s3", "b", "/t/x")
-    assert is_hidden("s3://b/t/data/_p=1/.x.crc", "s3://b/t")
-    assert is_hidden("s3://b/t/_temporary/0/x.parquet", "s3://b/t")
-    assert not is_hidden("s3://b/t/data/_p=1/x.parquet", "s3://b/t")
-    assert not is_hidden("s3://b/_t/data/x.parquet", "s3://b/_t")
-    assert split_location("file:/t/x") == split_location("file:///t/x") == ("file", "", "/t/x")
-    assert matcher.agree(split_location("s3a://b/t"), split_location("s3://b/t"))
-    assert matcher.agree(split_location("/t/x"), split_location("hdfs://nn/t/x"))
-    assert not matcher.agree(split_location("s3://b/t"), split_location("s3://c/t"))
-    listed = ["s3://b/t/a", "s3://b/t/b", "s3://b/t/c", "s3a://b/t/d"]
-    referenced = ["s3://b/t/a", "s3://other/t/b", "s3n://b/t/d"]
-    result = classify(listed, referenced, matcher)
-    assert result.orphans == ["s3://b/t/c"]
-    assert result.mismatched == [("s3://b/t/b", ["s3://other/t/b"])]
 
 
 def test_command_line(spark: SparkSession, catalog: SqlCatalog, warehouse: Path) -> None:

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from icecore.catalog.locations import Overlap, catalog_directories, overlaps
+from icecore.catalog.directories import Overlap, catalog_directories, overlaps
 from icecore.health import HealthReport
 from icefloe_airflow.fleet.config import PolicyLayers
 from icefloe_airflow.health_history import ensure_schema as ensure_history
