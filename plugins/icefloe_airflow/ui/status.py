@@ -111,14 +111,6 @@ class TableStatus:
     def last_ingest(self) -> MaintenanceRun | None:
         return self.last_runs.get(INGEST_JOB)
 
-    @property
-    def maintenance_runs(self) -> list[MaintenanceRun]:
-        return [r for r in self.recent_runs if r.job != INGEST_JOB]
-
-    @property
-    def ingest_runs(self) -> list[MaintenanceRun]:
-        return [r for r in self.recent_runs if r.job == INGEST_JOB]
-
     def to_dict(self, *, detail: bool = False) -> dict[str, Any]:
         """JSON form; `detail` adds partitions, the policy and the recent runs."""
         last = self.last_run
