@@ -60,8 +60,8 @@ for label in ("cold", "warm"):
 started = time.perf_counter()
 result = remove_orphans(None, catalog, RemoveOrphanFilesOptions({cleaned!r}, dry_run=True))
 timings["dry_run"] = time.perf_counter() - started
-timings["excluded"] = len(result["excluded_locations"])
-timings["listed"] = result["listed_files_count"]
+timings["excluded"] = len(result.excluded_locations)
+timings["listed"] = result.listed_files_count
 print(json.dumps(timings))
 """
 

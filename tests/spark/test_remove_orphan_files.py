@@ -140,12 +140,12 @@ def test_old_orphans_go_young_and_referenced_files_stay(
         "remove_orphan_files",
         RemoveOrphanFilesOptions(table=NAME, dry_run=True, parallel_listing_threshold=1),
     )
-    assert dry["orphan_file_location"] == expected
-    assert dry["orphan_files_count"] == len(expected)
-    assert dry["deleted_files_count"] == 0
-    assert dry["directories_listed_on_executors"] > 0
-    assert dry["too_young_count"] == 1
-    assert dry["hidden_files_count"] == 2
+    assert dry.orphan_file_location == expected
+    assert dry.orphan_files_count == len(expected)
+    assert dry.deleted_files_count == 0
+    assert dry.directories_listed_on_executors > 0
+    assert dry.too_young_count == 1
+    assert dry.hidden_files_count == 2
     assert all_files(root) == kept | set(expected)
 
     result = job_runner(
@@ -154,10 +154,10 @@ def test_old_orphans_go_young_and_referenced_files_stay(
             table=NAME, executor_delete_threshold=1, parallel_listing_threshold=1
         ),
     )
-    assert result["orphan_file_location"] == expected
-    assert result["deleted_files_count"] == len(expected)
-    assert result["deleted_on_executors"]
-    assert result["failed_deletes_count"] == 0
+    assert result.orphan_file_location == expected
+    assert result.deleted_files_count == len(expected)
+    assert result.deleted_on_executors
+    assert result.failed_deletes_count == 0
     assert all_files(root) == kept
     assert young.exists()
     table = catalog.load_table(NAME)
@@ -168,9 +168,9 @@ def test_old_orphans_go_young_and_referenced_files_stay(
     again = remove_orphans(
         spark, catalog, RemoveOrphanFilesOptions(NAME, older_than="0s", force=True)
     )
-    assert again["orphan_file_location"] == [str(young)]
+    assert again.orphan_file_location == [str(young)]
     # Everything else left is referenced, but for the two hidden files.
-    assert again["referenced_files_count"] == len(kept) - 1 - 2
+    assert again.referenced_files_count == len(kept) - 1 - 2
 
     # A manifest that cannot be read would make its files look orphaned: refuse.
     snapshot = table.metadata.current_snapshot()
@@ -204,7 +204,7 @@ def test_a_path_referenced_under_another_scheme_is_refused(
     ignored = remove_orphans(
         spark, catalog, RemoveOrphanFilesOptions(table=NAME, prefix_mismatch_mode="ignore")
     )
-    assert ignored["prefix_mismatch_count"] == 1 and ignored["orphan_files_count"] == 0
+    assert ignored.prefix_mismatch_count == 1 and ignored.orphan_files_count == 0
     with pytest.raises(JobError, match="other scheme or authority"):
         remove_orphans(
             spark,
@@ -215,11 +215,11 @@ def test_a_path_referenced_under_another_scheme_is_refused(
     equal = RemoveOrphanFilesOptions(
         table=NAME, equal_schemes={"s3": "file"}, equal_authorities={"bucket": ""}
     )
-    assert remove_orphans(spark, catalog, equal)["orphan_files_count"] == 0
+    assert remove_orphans(spark, catalog, equal).orphan_files_count == 0
     deleted = remove_orphans(
         spark, catalog, RemoveOrphanFilesOptions(table=NAME, prefix_mismatch_mode="delete")
     )
-    assert deleted["orphan_file_location"] == [f"file://{local}"]
+    assert deleted.orphan_file_location == [f"file://{local}"]
     assert not local.exists()
 
 
