@@ -5,6 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 UI_PORT ?= 8080
 comma := ,
+space := $(subst ,, )
 
 .PHONY: demo ui test lint java browser node rest-server spark-connect
 
@@ -67,9 +68,16 @@ spark-connect: $(BIN)/activate java
 		--conf spark.connect.grpc.binding.port=$(SPARK_CONNECT_PORT) \
 		$(VENV)/lib/python*/site-packages/pyspark/jars/spark-connect_*.jar
 
+# Dead code (vulture, set up in pyproject.toml) in the packages: the tests, benchmarks and
+# examples count as their users but are not checked themselves. Exit 3 is "found some".
+DEAD_CODE_CHECKED := icecore spark_jobs plugins dags
 lint: $(BIN)/activate
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	@found=$$($(BIN)/vulture $(DEAD_CODE_CHECKED) tests bench examples); status=$$?; \
+	  [ $$status -eq 0 ] || [ $$status -eq 3 ] || { echo "$$found"; exit $$status; }; \
+	  dead=$$(echo "$$found" | grep -E '^($(subst $(space),|,$(strip $(DEAD_CODE_CHECKED))))/'); \
+	  [ -z "$$dead" ] || { echo "$$dead"; echo "unused code: remove it, or say in pyproject.toml's [tool.vulture] why it is used" >&2; exit 1; }
 
 # Two workers (pytest-xdist): one session leaves part of the 2 cores idle while it waits on its
 # servers and subprocesses; two finish the suite about 1.25x sooner here. Modules go whole to a

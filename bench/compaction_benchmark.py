@@ -168,7 +168,7 @@ def build(spark: SparkSession, catalog: SqlCatalog, rows: int) -> dict[str, Any]
         "data_files": len(tasks),
         "data_bytes": sum(t.file.file_size_in_bytes for t in tasks),
         "position_deletes": position_deletes,
-        "equality_deletes": result["equality_deletes"],
+        "equality_deletes": result.equality_deletes,
         "position_delete_files": sum(
             1 for d in deletes.values() if d.content == FileContent.POSITION_DELETES
         ),
@@ -358,7 +358,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         result = compact(spark, catalog, options)
         measured["compaction"] = time.perf_counter() - started
         _log(f"round {n}: rewrite_data_files {measured['compaction']:.1f}s {result}")
-        files = max(1, result["added_data_files"])
+        files = max(1, result.added_data_files)
         if not last:
             _reset(catalog, start)
         current = catalog.load_table(TABLE)
@@ -379,7 +379,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     convert = _median([r["convert"] for r in rounds])
     report.update(
         {
-            "compaction": {k: v for k, v in result.items() if k != "commits"},
+            "compaction": {k: v for k, v in result.to_dict().items() if k != "commits"},
             "rounds": rounds,
             "compaction_seconds": compaction,
             "plain_rewrite_seconds": plain,

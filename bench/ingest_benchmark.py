@@ -87,7 +87,7 @@ def run(args: argparse.Namespace) -> dict[str, object]:
         result = ingest(spark, catalog, options, source=frame)
         elapsed = time.perf_counter() - started
         catalog.close()
-        assert result["status"] == "committed" and result["rows"] == args.rows, result
+        assert result.status == "committed" and result.rows == args.rows, result
         shutil.rmtree(workdir / f"wh{n}")
         return elapsed
 

@@ -222,7 +222,7 @@ def bench_table(
         table=name, driver_max_bytes=(2**62 if route == "driver" else 0)
     )
     result = rewrite_manifests(spark, catalog, options)
-    log(f"{name}: {result['status']} in {result['seconds']} s; planning after")
+    log(f"{name}: {result.status} in {result.seconds} s; planning after")
     after, plans_after = measure(catalog, name, repeat)
     for planner, plan in plans_before.items():
         if plans_after[planner] != plan:
@@ -236,7 +236,7 @@ def bench_table(
         "manifests_after": _manifest_count(catalog.load_table(name)),
         "data_files": len(plans_before["icecore"]),
         "rewrite": {
-            k: result[k]
+            k: getattr(result, k)
             for k in (
                 "rewritten_in",
                 "seconds",

@@ -194,7 +194,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                     spark, catalogs[side], RewriteDataFilesOptions(table=TABLE, rewrite_all=True)
                 )
                 measured[side] = time.perf_counter() - started
-                last[side] = {k: v for k, v in result.items() if k != "commits"}
+                last[side] = {k: v for k, v in result.to_dict().items() if k != "commits"}
                 _log(f"round {n}: {side} rewrite_data_files {measured[side]:.1f}s {result}")
             if n > 0:
                 rounds.append({k: round(v, 2) for k, v in measured.items()})

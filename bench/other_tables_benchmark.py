@@ -45,7 +45,7 @@ _CHILD = """
 import json, sys, time
 sys.path.insert(0, {root!r})
 from icecore.catalog import SqlCatalog
-from icecore.catalog.locations import TableDirectories, catalog_directories
+from icecore.catalog.directories import TableDirectories, catalog_directories
 from spark_jobs.files.other_tables import other_tables
 from spark_jobs.remove_orphan_files import run as remove_orphans
 from spark_jobs.specs.jobs import RemoveOrphanFilesOptions
@@ -60,8 +60,8 @@ for label in ("cold", "warm"):
 started = time.perf_counter()
 result = remove_orphans(None, catalog, RemoveOrphanFilesOptions({cleaned!r}, dry_run=True))
 timings["dry_run"] = time.perf_counter() - started
-timings["excluded"] = len(result["excluded_locations"])
-timings["listed"] = result["listed_files_count"]
+timings["excluded"] = len(result.excluded_locations)
+timings["listed"] = result.listed_files_count
 print(json.dumps(timings))
 """
 

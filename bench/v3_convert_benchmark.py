@@ -62,7 +62,7 @@ def build(spark: SparkSession, catalog: SqlCatalog, rows: int, batches: int) -> 
         result = ingest(
             spark, catalog, IngestOptions(table=TABLE, mode="delete", key=["id"]), source=keys
         )
-        deleted += result["equality_deletes"]
+        deleted += result.equality_deletes
     seconds = round(time.perf_counter() - started, 1)
     return {"rows": rows, "equality_deletes": deleted, "build_seconds": seconds}
 

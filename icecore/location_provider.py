@@ -24,12 +24,12 @@ class we cannot run: writing to such a table is refused rather than guessed at.
 
 from __future__ import annotations
 
-import re
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from icecore.errors import ValidationError
+from icecore.io.locations import split_location
 from icecore.spec.hashing import murmur3_x86_32
 from icecore.spec.properties import (
     OBJECT_STORE_ENABLED,
@@ -49,7 +49,6 @@ if TYPE_CHECKING:
 HASH_BITS = 20
 DIRECTORY_BITS = 4
 DIRECTORY_DEPTH = 3
-_SLASHES = re.compile(r"/{2,}")
 
 
 def strip_trailing_slash(location: str) -> str:
@@ -204,11 +203,7 @@ def object_store_hash(filename: str) -> str:
 def _path_context(table_location: str) -> str:
     """Hadoop `Path`'s `<parent name>/<name>` of the table location, Java's `pathContext`
     (a table at the root of a bucket has the empty parent name: `/t`)."""
-    _, sep, rest = table_location.partition("://")
-    path = rest[rest.find("/") :] if sep and "/" in rest else ("" if sep else table_location)
-    path = _SLASHES.sub("/", path)
-    if len(path) > 1:
-        path = path.rstrip("/")
+    path = split_location(table_location).path
     name = path[path.rfind("/") + 1 :]
     if path in ("", "/"):
         return name

@@ -128,7 +128,3 @@ class Table:
     def expire_snapshots(self, *, now_ms: int | None = None) -> ExpireSnapshots:
         """Snapshot expiry; retention ages are measured from `now_ms` (default: now)."""
         return ExpireSnapshots(self, now_ms=now_ms)
-
-    def snapshot_for(self, branch: str = MAIN_BRANCH) -> int | None:
-        ref = self.metadata.refs.get(branch)
-        return None if ref is None else ref.snapshot_id

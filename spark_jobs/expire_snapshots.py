@@ -40,7 +40,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from icecore.catalog import Catalog
-from icecore.catalog.locations import TableDirectories, catalog_directories
+from icecore.catalog.directories import TableDirectories, catalog_directories
 from icecore.io import FileIO
 from icecore.spec.metadata import TableMetadata
 from icecore.spec.metadata_builder import now_ms as current_time_ms

@@ -56,22 +56,17 @@ import logging
 from typing import Any
 
 from icecore.catalog import Catalog
-from icecore.catalog.locations import TableDirectories, catalog_directories, is_within
+from icecore.catalog.directories import TableDirectories, catalog_directories
 from icecore.errors import FileError
 from icecore.io import FileIO
+from icecore.io.locations import is_within, split_location
+from icecore.orphans import DEFAULT_EQUAL_SCHEMES, LocationMatcher, classify, is_hidden
 from icecore.spec.metadata_builder import now_ms as current_time_ms
 from icecore.spec.properties import GC_ENABLED
 from spark_jobs.common.errors import JobError
 from spark_jobs.common.session import SessionSource
 from spark_jobs.files.deletion import delete_files
 from spark_jobs.files.listing import list_files
-from spark_jobs.files.locations import (
-    DEFAULT_EQUAL_SCHEMES,
-    LocationMatcher,
-    classify,
-    is_hidden,
-    split_location,
-)
 from spark_jobs.files.other_tables import OtherTables, other_tables, refuse_conflicts
 from spark_jobs.files.referenced import referenced_files
 from spark_jobs.specs.grammar import format_duration_ms, format_ms, parse_instant_ms

@@ -23,7 +23,7 @@ from icecore.catalog.base import (
     Identifier,
     table_identifier,
 )
-from icecore.catalog.locations import TableDirectories, catalog_directories, placement_conflict
+from icecore.catalog.directories import TableDirectories, catalog_directories, placement_conflict
 from icecore.catalog.reachable import reachable_files
 from icecore.commit.changes import TableCommit, apply_updates
 from icecore.errors import (
@@ -132,7 +132,7 @@ class MetastoreCatalog(Catalog):
     def check_placement(self, identifier: Identifier, metadata: TableMetadata) -> None:
         """Refuse a new table whose files would mix with another table's: the same location,
         or a location or write directory inside another's data or metadata directory (see
-        `icecore.catalog.locations.placement_conflict`). Nesting under another table's
+        `icecore.catalog.directories.placement_conflict`). Nesting under another table's
         location, the default layout of nested namespaces, stays allowed."""
         name = ".".join(identifier)
         new = TableDirectories.of(name, metadata.location, metadata.properties)

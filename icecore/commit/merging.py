@@ -113,10 +113,6 @@ class MergingSnapshotProducer(SnapshotProducer):
         return self._data_filter.has_removals
 
     @property
-    def removes_delete_files(self) -> bool:
-        return self._delete_filter.has_removals
-
-    @property
     def added_data_files(self) -> list[DataFile]:
         return list(self._new_data.values())
 
@@ -230,8 +226,3 @@ class MergingSnapshotProducer(SnapshotProducer):
             partitions.add((f.spec_id, f.partition))
         self._counts = counts
         self._changed_partitions = partitions
-
-    @property
-    def removed_data_files(self) -> list[DataFile]:
-        """The data files the latest attempt removed (known after `apply` or `commit`)."""
-        return [e.data_file for e in self._data_filter.removed]

@@ -44,7 +44,6 @@ class RewriteFiles(MergingSnapshotProducer):
         super().__init__(table, branch)
         self._replaced_data: dict[str, DataFile] = {}
         self._removes_deletes = False
-        self._explicit_sequence_number: int | None = None
         self._use_starting_sequence_number = False
         self._rebase: DeleteRebase | None = None
 
@@ -84,7 +83,6 @@ class RewriteFiles(MergingSnapshotProducer):
     def data_sequence_number(self: W, sequence_number: int) -> W:
         """Give every new data file this data sequence number instead of the new snapshot's."""
         self._use_starting_sequence_number = False
-        self._explicit_sequence_number = sequence_number
         self._set_data_sequence_number(sequence_number)
         return self
 
@@ -92,7 +90,6 @@ class RewriteFiles(MergingSnapshotProducer):
         """New data files take the starting snapshot's sequence number, so that equality
         deletes committed while the rewrite ran still apply to them."""
         self._use_starting_sequence_number = True
-        self._explicit_sequence_number = None
         return self
 
     def rebase_concurrent_deletes(

@@ -90,10 +90,6 @@ class RewriteManifests(SnapshotProducer):
         return self
 
     @property
-    def deleted_manifests(self) -> list[ManifestFile]:
-        return list(self._deleted.values())
-
-    @property
     def added_manifests(self) -> list[ManifestFile]:
         return list(self._added.values())
 

@@ -35,7 +35,6 @@ class RowDelta(MergingSnapshotProducer):
     def __init__(self, table: Table, branch: str = MAIN_BRANCH) -> None:
         super().__init__(table, branch)
         self._referenced: set[str] = set()
-        self._removed_data: dict[str, DataFile] = {}
         self._conflict_filter: BooleanExpression = AlwaysTrue()
         self._include_deletes = False
         self._check_data = False
@@ -57,12 +56,6 @@ class RowDelta(MergingSnapshotProducer):
                 "is a data file"
             )
         self._add(delete_file)
-        return self
-
-    def remove_rows(self: R, data_file: DataFile) -> R:
-        """Remove a whole data file; it must be live in the branch head."""
-        self._removed_data[data_file.file_path] = data_file
-        self._remove(data_file)
         return self
 
     def remove_deletes(self: R, delete_file: DataFile) -> R:
@@ -110,17 +103,8 @@ class RowDelta(MergingSnapshotProducer):
 
     def _validate_with(self, validator: Validator) -> None:
         referenced = self._referenced_paths()
-        clash = sorted(referenced & self._removed_data.keys())
-        if clash:
-            raise ValidationError(
-                f"{self.table.name}: cannot delete data files that new delete files reference: "
-                f"{', '.join(clash)}"
-            )
         validator.data_files_exist(referenced, include_deletes=self._include_deletes)
         if self._check_data:
             validator.no_new_data_files(self._conflict_filter)
         if self._check_deletes:
-            validator.no_new_deletes_for(
-                self._removed_data.values(), row_filter=self._conflict_filter
-            )
             validator.no_new_delete_files(self._conflict_filter)

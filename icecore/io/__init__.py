@@ -1,8 +1,8 @@
 """File access for every storage an Iceberg table may live on, through `pyarrow.fs`.
 
 - `fileio`: `FileIO`, the one way icecore and the jobs read, write, list and delete files;
-- `locations`: splitting a location into its store and path, and spelling listed paths back
-  the way the caller spelled the location;
+- `locations`: the one location parser: a location's store and path, listed paths spelled
+  back the way the caller spelled the location, the scheme aliases, and comparison keys;
 - `filesystems`: S3, GCS, Azure and HDFS filesystems built from Iceberg catalog properties;
 - `properties`: those property names, and hiding the secret ones;
 - `retry`: which errors pass, and backoff with jitter;

@@ -12,6 +12,7 @@ import contextlib
 import os
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import NamedTuple, TypeVar
 
@@ -19,13 +20,13 @@ import pyarrow as pa
 from pyarrow import fs as pafs
 
 from icecore.errors import FileError
-from icecore.io import deletion, filesystems, s3client
-from icecore.io.locations import Location, Store, parse
+from icecore.io import filesystems, s3client
+from icecore.io.locations import Location, Store, parse, split_location
 from icecore.io.output import OutputFile
 from icecore.io.properties import Redactor
 from icecore.io.retry import RetryPolicy
 
-DELETE_THREADS = deletion.DELETE_THREADS
+DELETE_THREADS = 16
 
 T = TypeVar("T")
 
@@ -218,10 +219,47 @@ class FileIO:
         (empty when all are gone). A missing file counts as deleted. Nothing is raised for a
         single file: cleanup after a commit must go on past one that cannot be deleted.
 
-        On S3 keys go in `DeleteObjects` batches of 1,000 (one request instead of 1,000, and
-        no empty "directory" markers left behind); elsewhere `threads` files at a time.
+        Snapshot expiry and orphan-file removal delete thousands of files after a commit. On
+        S3 keys go in `DeleteObjects` batches of 1,000 (one request instead of 1,000, and no
+        empty "directory" markers left behind), and a key spelled two ways (`s3://b/k`,
+        `s3a://b/k`) is deleted once and reported under each spelling; elsewhere, where
+        pyarrow offers one delete per call, `threads` files at a time.
         """
-        return deletion.delete_many(self, locations, threads)
+        failed: dict[str, str] = {}
+        by_bucket: dict[str, dict[str, list[str]]] = {}
+        others: list[str] = []
+        for location in dict.fromkeys(locations):
+            try:
+                parsed = self._resolve(location).location
+            except FileError as exc:
+                failed[location] = exc.problem
+                continue
+            if parsed.store is Store.S3 and parsed.key and s3client.available():
+                keys = by_bucket.setdefault(parsed.bucket, {})
+                keys.setdefault(parsed.key, []).append(location)
+            else:
+                others.append(location)
+        for bucket, keys in by_bucket.items():
+            for key, why in self._s3_client().delete_keys(bucket, list(keys)).items():
+                failed.update(dict.fromkeys(keys[key], self._redact(why)))
+        if others:
+            with ThreadPoolExecutor(max_workers=max(1, min(threads, len(others)))) as pool:
+                outcomes = pool.map(self._delete_quietly, others)
+                for location, why in zip(others, outcomes, strict=True):
+                    if why is not None:
+                        failed[location] = why
+        return failed
+
+    def _delete_quietly(self, location: str) -> str | None:
+        """Why `location` could not be deleted, or None: one file's failure, whatever the
+        SDK raised, must not stop the other deletions."""
+        try:
+            self.delete(location, missing_ok=True)
+        except FileError as exc:
+            return exc.problem
+        except Exception as exc:
+            return self._redact(f"{type(exc).__name__}: {exc}")
+        return None
 
     # Unfinished uploads
 
@@ -353,8 +391,8 @@ class FileIO:
                 except (OSError, ValueError) as exc:
                     # libhdfs lists every JVM path it tried; the first line says what failed.
                     problem = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-                    scheme, _, rest = location.partition("://")
-                    where = f"{scheme}://{rest.partition('/')[0]}"
+                    split = split_location(location)
+                    where = f"{split.scheme}://{split.authority}"
                     raise self._error(where, "cannot connect", ValueError(problem)) from None
                 self._filesystems[key] = filesystem
         return _Resolved(parsed, filesystem)

@@ -1,4 +1,4 @@
-"""Splitting an Iceberg location into the store that holds it and the path within.
+"""Iceberg locations: the one parser, the one table of scheme spellings, and comparison.
 
 Iceberg tables store absolute locations (`s3://bucket/t/data/x.parquet`, `hdfs://nn/t/...`,
 `file:/t/...`, plain `/t/...`) in their metadata, and those exact strings must come back out:
@@ -6,13 +6,21 @@ orphan-file removal compares listed locations with the ones the manifests hold, 
 that dropped or changed the scheme would make every live file look orphaned. A `Location`
 therefore carries, besides the path to hand to `pyarrow.fs`, how to turn a filesystem path back
 into a location spelled the way the caller spelled it (`s3a://` stays `s3a://`).
+
+Other engines write several spellings of one object: `s3a`/`s3n` for `s3`, `gcs` for `gs`,
+`abfs` for `abfss`, `wasb` for `wasbs` (`ALIASES`), `file:` for a bare path, duplicate
+slashes. `location_key` compares locations whatever the spelling; `split_location` keeps the
+scheme as written, for comparisons whose equivalences the user declares (orphan removal,
+`icecore.orphans`).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import NamedTuple
 
 from icecore.errors import FileError
 
@@ -27,25 +35,81 @@ class Store(StrEnum):
     HDFS = "hdfs"
 
 
-# s3a and s3n are Hadoop's spellings of S3 and appear in tables Spark wrote; wasb(s) is the
-# Blob endpoint's spelling of an Azure location.
+# Each other spelling of a scheme, and the one it stands for. s3a and s3n are Hadoop's
+# spellings of S3 and appear in tables Spark wrote; gcs is GCS's in some clients; abfs and
+# wasb are the unencrypted forms of Azure's Data Lake (abfss) and Blob (wasbs) endpoints.
+ALIASES: dict[str, str] = {"s3a": "s3", "s3n": "s3", "gcs": "gs", "abfs": "abfss", "wasb": "wasbs"}
+_STORES = {"s3": Store.S3, "gs": Store.GCS, "abfss": Store.AZURE, "wasbs": Store.AZURE}
+# Which store serves each scheme, aliases included (`file` and bare paths are local).
 SCHEMES: dict[str, Store] = {
-    "s3": Store.S3,
-    "s3a": Store.S3,
-    "s3n": Store.S3,
-    "gs": Store.GCS,
-    "gcs": Store.GCS,
-    "abfs": Store.AZURE,
-    "abfss": Store.AZURE,
-    "wasb": Store.AZURE,
-    "wasbs": Store.AZURE,
+    **_STORES,
+    **{alias: _STORES[scheme] for alias, scheme in ALIASES.items()},
     "hdfs": Store.HDFS,
 }
 
 
+class SplitLocation(NamedTuple):
+    scheme: str  # lower case, as spelled; "" for a bare path
+    authority: str  # "" when there is none
+    path: str
+
+
+def _split(location: str) -> tuple[str | None, str, str]:
+    """The one split of a location: scheme (lower case; None for a bare path), authority,
+    path as written. Split by hand: urlsplit would read "#" and "?" in a key as fragment and
+    query."""
+    spelled, sep, rest = location.partition(":")
+    scheme: str | None = spelled.lower()
+    # A bare path, or a Windows drive letter (C:\...), has no scheme.
+    if not sep or len(spelled) == 1 or "/" in spelled:
+        scheme, rest = None, location
+    authority = ""
+    if rest.startswith("//"):
+        authority, slash, tail = rest[2:].partition("/")
+        rest = slash + tail
+    return scheme, authority, rest
+
+
+_SLASHES = re.compile(r"/{2,}")
+
+
+def split_location(location: str) -> SplitLocation:
+    """`location` split for comparison: scheme as spelled, duplicate slashes collapsed, no
+    trailing slash."""
+    scheme, authority, path = _split(location)
+    path = _SLASHES.sub("/", path)
+    if len(path) > 1:
+        path = path.rstrip("/")
+    return SplitLocation(scheme or "", authority, path)
+
+
+Key = tuple[str, str, str]
+
+
+def location_key(location: str) -> Key:
+    """`location` as (canonical scheme, authority, path): equal for every spelling of one
+    object."""
+    scheme, authority, path = split_location(location)
+    scheme = ALIASES.get(scheme, scheme)
+    return ("", "", path) if scheme == "file" else (scheme, authority, path)
+
+
+def key_within(inner: Key, outer: Key) -> bool:
+    """Whether the object `inner` is the directory `outer` or lies under it, component-wise
+    (`t_2` is not under `t`)."""
+    if outer[:2] != inner[:2]:
+        return False
+    return inner[2] == outer[2] or inner[2].startswith(outer[2].rstrip("/") + "/")
+
+
+def is_within(location: str, directory: str) -> bool:
+    """Whether `location` is `directory` or lies under it (`t_2` is not under `t`)."""
+    return key_within(location_key(location), location_key(directory))
+
+
 @dataclass(frozen=True)
 class Location:
-    """One location, split.
+    """One location, split for the store that serves it.
 
     `path` is what `pyarrow.fs` takes (`bucket/key` on object stores); `bucket` and `key` are
     what object-store APIs take; `endpoint` names the service (the account host on Azure, the
@@ -76,19 +140,13 @@ def _prefixer(prefix: str) -> Callable[[str], str]:
 
 
 def parse(location: str) -> Location:
-    """Split `location`; raises FileError for one no store can serve."""
+    """Split `location` for the store that serves it; raises FileError for one no store can
+    serve."""
     if not location:
         raise FileError(location, "empty location")
-    scheme, sep, rest = location.partition(":")
-    # A bare path, or a Windows drive letter (C:\...), is a local file.
-    if not sep or len(scheme) == 1 or "/" in scheme:
+    scheme, authority, path = _split(location)
+    if scheme is None:
         return Location(location, Store.LOCAL, location)
-    scheme = scheme.lower()
-    # Split by hand: urlsplit would read "#" and "?" in a key as fragment and query.
-    authority, path = "", rest
-    if rest.startswith("//"):
-        authority, slash, tail = rest[2:].partition("/")
-        path = slash + tail
     if scheme == "file":
         if authority not in ("", "localhost"):
             raise FileError(location, f"file location on remote host {authority!r}")

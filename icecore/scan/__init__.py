@@ -172,13 +172,6 @@ class TableScan:
                 index.add(entry.data_file, _data_sequence_number(entry))
         return index.freeze()
 
-    def delete_entries(self) -> Iterator[ManifestEntry]:
-        """The snapshot's live delete-file entries, with their data sequence numbers, which
-        maintenance jobs need to rewrite deletes without changing what they apply to."""
-        _, delete_manifests = self._manifests()
-        for manifest in delete_manifests:
-            yield from self._live_entries(manifest, include_metrics=False)
-
     def planned_deletes(self) -> list[tuple[DataFile, int]]:
         """The live delete files `plan_files` paired from, with their data sequence numbers
         (read once, by the plan); call after planning."""

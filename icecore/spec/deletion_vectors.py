@@ -32,6 +32,7 @@ import pyarrow as pa
 from pyroaring import AbstractBitMap, BitMap, FrozenBitMap
 
 from icecore.spec.manifest import DataFile, FileContent, FileFormat
+from icecore.spec.metadata_columns import ROW_POSITION
 from icecore.spec.puffin import (
     CREATED_BY,
     Blob,
@@ -47,7 +48,7 @@ if TYPE_CHECKING:
 DV_BLOB_TYPE = "deletion-vector-v1"
 MAGIC = b"\xd1\xd3\x39\x64"
 # `_pos`, the row position metadata column: Java lists it as the DV blob's `fields`.
-ROW_POSITION_FIELD_ID = 2_147_483_645
+ROW_POSITION_FIELD_ID = ROW_POSITION.field_id
 PROPERTY_REFERENCED_DATA_FILE = "referenced-data-file"
 PROPERTY_CARDINALITY = "cardinality"
 # The spec wants the sign bit clear; Java's bitmap array also cannot hold key 2^31 - 1.

@@ -80,8 +80,8 @@ class MetadataBuilder:
     """Accumulates changes to `base`; `build()` returns the new metadata.
 
     The metadata-log gets `base.metadata_location` on build (when it has one), trimmed to
-    `write.metadata.previous-versions-max`; `dropped_metadata_log` then lists what fell off,
-    for the catalog to delete when `write.metadata.delete-after-commit.enabled` is set.
+    `write.metadata.previous-versions-max` (the catalog deletes what fell off when
+    `write.metadata.delete-after-commit.enabled` is set).
     """
 
     def __init__(self, base: TableMetadata) -> None:
@@ -100,7 +100,6 @@ class MetadataBuilder:
         self._format_version = base.format_version
         self._next_row_id = base.next_row_id
         self._last_added: dict[str, int] = {}  # "schema" / "spec" / "order" -> id added
-        self.dropped_metadata_log: list[MetadataLogEntry] = []
 
     # Snapshots and refs -------------------------------------------------------------------
 
@@ -330,7 +329,6 @@ class MetadataBuilder:
             metadata_log.append(MetadataLogEntry(base.last_updated_ms, base.metadata_location))
         keep = max(1, METADATA_PREVIOUS_VERSIONS_MAX.read(self._properties))
         if len(metadata_log) > keep:
-            self.dropped_metadata_log = metadata_log[: len(metadata_log) - keep]
             metadata_log = metadata_log[len(metadata_log) - keep :]
         schemas = tuple(self._schemas)
         last_updated_ms = max(timestamp_ms or now_ms(), base.last_updated_ms)

@@ -522,9 +522,6 @@ class StructType(IcebergType):
     def to_json(self) -> dict[str, Any]:
         return {"type": "struct", "fields": [f.to_json() for f in self.fields]}
 
-    def field_by_id(self, field_id: int) -> NestedField | None:
-        return next((f for f in self.fields if f.field_id == field_id), None)
-
     def field_by_name(self, name: str) -> NestedField | None:
         return next((f for f in self.fields if f.name == name), None)
 

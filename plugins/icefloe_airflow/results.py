@@ -179,9 +179,10 @@ def describe(job: str, result: Mapping[str, Any] | JobResult | None) -> str:
         return ""
     typed = result_of(job, result)
     sentence = SENTENCES.get(job)
+    printed = result.to_dict() if isinstance(result, JobResult) else result
     if typed is None or sentence is None:
-        return brief(result)
+        return brief(printed)
     try:
         return sentence(typed)
     except (TypeError, ValueError):  # counters of an unexpected type: still say something
-        return brief(result)
+        return brief(printed)

@@ -183,7 +183,7 @@ def _to_datetime(ms: int | None) -> datetime | None:
     return None if ms is None else datetime.fromtimestamp(ms / 1000, tz=UTC)
 
 
-def _as_json(result: Mapping[str, Any]) -> dict[str, Any]:
+def _as_json(result: Mapping[str, Any] | JobResult) -> dict[str, Any]:
     return result.to_dict() if isinstance(result, JobResult) else dict(result)
 
 
@@ -516,7 +516,7 @@ class MaintenanceStore:
         run_pk: int,
         *,
         state: RunState,
-        result: Mapping[str, Any] | None = None,
+        result: Mapping[str, Any] | JobResult | None = None,
         error: str | None = None,
     ) -> None:
         """Record the run's end; its `result` (the job's JSON object, or its result class) is

@@ -25,10 +25,9 @@ from functools import partial
 import pyarrow as pa
 from pyarrow import fs as pafs
 
-from icecore.catalog.locations import Key, location_key
 from icecore.errors import FileError
 from icecore.io import FileIO, ListedFile
-from icecore.io.locations import Store, parse
+from icecore.io.locations import Store, key_within, location_key, parse
 from spark_jobs.common.session import SessionSource, parallelism, session_of
 from spark_jobs.common.worker import worker_io
 
@@ -80,12 +79,6 @@ def _list_directories(
         )
 
 
-def _under(location: str, directory: Key) -> bool:
-    scheme, authority, path = location_key(location)
-    root = directory[2].rstrip("/")
-    return (scheme, authority) == directory[:2] and (path == root or path.startswith(root + "/"))
-
-
 def list_files(
     spark: SessionSource | None,
     io: FileIO,
@@ -101,7 +94,9 @@ def list_files(
     skipped = {location_key(s) for s in skip}
     if parse(location).store in _OBJECT_STORES:
         listed = [
-            f for f in io.list_prefix(location) if not any(_under(f.location, s) for s in skipped)
+            f
+            for f in io.list_prefix(location)
+            if not any(key_within(location_key(f.location), s) for s in skipped)
         ]
         return Listing(listed, 0)
     files: list[ListedFile] = []

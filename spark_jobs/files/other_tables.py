@@ -4,7 +4,7 @@ A table's location may hold other tables: with the default layout, `db.events.ar
 at `<wh>/db/events/archive`, inside `db.events`. Orphan removal on `db.events` lists that tree
 too, and every file of the archive table is unreferenced by `db.events`: Iceberg Java's
 procedure deletes them. Before deleting anything, the jobs here list the catalog once
-(`icecore.catalog.locations.catalog_directories`) and keep whatever belongs to another table:
+(`icecore.catalog.directories.catalog_directories`) and keep whatever belongs to another table:
 
 - another table's trees (location, data and metadata directories) under the cleaned location
   are excluded whole: a file belongs to the table whose tree holds it most deeply;
@@ -24,15 +24,14 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from icecore.catalog.locations import (
+from icecore.catalog.directories import (
     CatalogDirectories,
     DirectoryIndex,
     TableDirectories,
-    is_within,
-    location_key,
     protected_directories,
 )
 from icecore.io import FileIO
+from icecore.io.locations import is_within, location_key
 from icecore.spec.metadata import read_table_metadata
 from spark_jobs.common.errors import JobError
 from spark_jobs.files.referenced import referenced_files

@@ -8,8 +8,7 @@ without `--batch-id`, the upsert counters of an append) and is left out of the J
 result prints what the job reported and nothing else.
 
 `from_dict` takes JSON from a worker of another version: keys it does not know are ignored,
-keys it misses take their defaults. A result also reads as the JSON object it prints (a
-read-only `Mapping`), so scripts and tests written against the JSON keys keep working.
+keys it misses take their defaults. A result is read by attribute; its JSON is `to_dict()`.
 
 `figures()` are what the UI charts (bytes rewritten, files removed): each class names the
 fields they add up, and the state store keeps them in columns of its own.
@@ -20,7 +19,7 @@ Standard library only, like the rest of `spark_jobs.specs`: the Airflow side imp
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar, Self
 
@@ -42,7 +41,7 @@ def _number(value: Any) -> int:
 
 
 @dataclass(frozen=True, kw_only=True)
-class JobResult(Mapping[str, Any]):
+class JobResult:
     """What every result has: the table, and how to print and read it back."""
 
     job: ClassVar[str] = ""
@@ -71,16 +70,6 @@ class JobResult(Mapping[str, Any]):
             rewritten_bytes=sum(_number(getattr(self, n)) for n in self.rewritten_bytes_fields),
             removed_files=sum(_number(getattr(self, n)) for n in self.removed_files_fields),
         )
-
-    # The read-only Mapping of the JSON keys.
-    def __getitem__(self, key: str) -> Any:
-        return self.to_dict()[key]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self.to_dict())
-
-    def __len__(self) -> int:
-        return len(self.to_dict())
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -334,9 +323,9 @@ RESULTS: dict[str, type[JobResult]] = {
 }
 
 
-def result_of(job: str, data: Mapping[str, Any]) -> JobResult | None:
-    """`data` (a job's JSON result) read as `job`'s result class; None for a job this
-    version does not know."""
+def result_of(job: str, data: Mapping[str, Any] | JobResult) -> JobResult | None:
+    """`data` (a job's JSON result) read as `job`'s result class (a result is itself); None
+    for a job this version does not know."""
     if isinstance(data, JobResult):
         return data
     cls = RESULTS.get(job)

@@ -44,7 +44,7 @@ def ingest_cdc(
             table=table, mode="cdc", key=["id"], create=True, partition_by=partition_by
         )
         result = ingest(spark, catalog, options, source=frame)
-        assert result["status"] == "committed", result
+        assert result.status == "committed", result
     return log
 
 

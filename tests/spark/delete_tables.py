@@ -50,7 +50,7 @@ def cdc(spark: SparkSession, catalog: SqlCatalog, rows: list[tuple[Any, ...]], *
     frame = cdc_frame(spark, rows)
     options = IngestOptions(table=TABLE, mode="cdc", key=["id"], create=True, **kw)
     result = ingest(spark, catalog, options, source=frame)
-    assert result["status"] == "committed"
+    assert result.status == "committed"
     return result
 
 

@@ -105,12 +105,10 @@ def _convert_and_check(
     after_files = live(table)
     assert not after_files[FileContent.EQUALITY_DELETES]
     assert rows(table, duck) == expected  # PyIceberg included: no equality delete is live
-    assert result["status"] == "committed" and result["attempts"] == 1
-    assert result["matched_in"] == route
-    assert result["removed_equality_delete_files"] == len(
-        before_files[FileContent.EQUALITY_DELETES]
-    )
-    assert result["added_position_delete_files"] == len(
+    assert result.status == "committed" and result.attempts == 1
+    assert result.matched_in == route
+    assert result.removed_equality_delete_files == len(before_files[FileContent.EQUALITY_DELETES])
+    assert result.added_position_delete_files == len(
         after_files[FileContent.POSITION_DELETES]
     ) - len(before_files[FileContent.POSITION_DELETES])
     snapshot = table.metadata.current_snapshot()
@@ -123,7 +121,7 @@ def _convert_and_check(
     assert_under_partition_paths(table, [f for f in added if f.file_path not in old])
     # Nothing left to do: a second run commits nothing.
     again = convert_equality_deletes(spark, catalog, ConvertEqualityDeletesOptions(TABLE))
-    assert again["status"] == "no-equality-deletes"
+    assert again.status == "no-equality-deletes"
 
 
 # Where the matching runs: the driver's threads (small key columns, the default here), Python
@@ -238,9 +236,9 @@ def test_concurrent_rewrite_of_a_target_conflicts_then_replans(
 
     monkeypatch.setattr(equality_conversion, "_commit", racing_commit)
     result = convert_equality_deletes(spark, catalog, ConvertEqualityDeletesOptions(TABLE))
-    assert result["attempts"] == 2
-    assert len(result["conflicts"]) == 1 and str(raced[0]) in result["conflicts"][0]
-    assert "missing data file" in result["conflicts"][0]
+    assert result.attempts == 2
+    assert len(result.conflicts) == 1 and str(raced[0]) in result.conflicts[0]
+    assert "missing data file" in result.conflicts[0]
     table = catalog.load_table(TABLE)
     assert not live(table)[FileContent.EQUALITY_DELETES]
     assert rows(table, duck) == expected

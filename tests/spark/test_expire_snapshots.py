@@ -60,8 +60,8 @@ def _batch(spark: SparkSession, catalog: SqlCatalog, mode: str, rows: list[tuple
         partition_by="bucket(2, v)",  # not the key: global deletes, a second spec
     )
     result = ingest(spark, catalog, options, source=frame)
-    assert result["status"] == "committed"
-    return int(result["snapshot_id"])
+    assert result.status == "committed"
+    return int(result.snapshot_id)
 
 
 def build_history(spark: SparkSession, catalog: SqlCatalog) -> list[int]:
@@ -89,7 +89,7 @@ def appended_history(catalog: SqlCatalog, count: int) -> list[int]:
 
 def orphans(spark: SparkSession, catalog: SqlCatalog) -> list[str]:
     options = RemoveOrphanFilesOptions(table=NAME, older_than="0s", dry_run=True)
-    return remove_orphans(spark, catalog, options)["orphan_file_location"]
+    return remove_orphans(spark, catalog, options).orphan_file_location
 
 
 def rows_at(table: Table, snapshot_id: int, duck: duckdb.DuckDBPyConnection) -> Counter:
@@ -143,11 +143,15 @@ def test_expiry_keeps_retained_snapshots_readable_and_deletes_only_unreachable_f
             table=NAME, older_than="0s", retain_last=2, min_age="0s", dry_run=True
         ),
     )
-    assert dry["dry_run"] and not dry["committed"]
-    assert dry["expired_snapshot_ids"] == sorted(history[:3])
+    assert dry.dry_run and not dry.committed
+    assert dry.expired_snapshot_ids == sorted(history[:3])
     assert files_on_disk(table) == before_files
     assert catalog.load_table(NAME).metadata_location == table.metadata_location
-    assert all(v == 0 for k, v in dry.items() if k.startswith("deleted_") and k.endswith("_count"))
+    assert all(
+        v == 0
+        for k, v in dry.to_dict().items()
+        if k.startswith("deleted_") and k.endswith("_count")
+    )
 
     result = job_runner(
         "expire_snapshots",
@@ -159,16 +163,16 @@ def test_expiry_keeps_retained_snapshots_readable_and_deletes_only_unreachable_f
             executor_delete_threshold=1,  # exercise the deletion on the executors
         ),
     )
-    assert result["committed"] and result["deleted_on_executors"]
-    assert result["expired_snapshot_ids"] == sorted(history[:3])
-    assert result["failed_deletes_count"] == 0
-    deletes = result["deleted_position_delete_files_count"]
-    assert deletes + result["deleted_equality_delete_files_count"] > 0
+    assert result.committed and result.deleted_on_executors
+    assert result.expired_snapshot_ids == sorted(history[:3])
+    assert result.failed_deletes_count == 0
+    deletes = result.deleted_position_delete_files_count
+    assert deletes + result.deleted_equality_delete_files_count > 0
     for kind in ("data_files", "manifest_files", "manifest_lists"):
-        assert result[f"deleted_{kind}_count"] > 0, kind
-    for key, value in dry.items():
+        assert getattr(result, f"deleted_{kind}_count") > 0, kind
+    for key, value in dry.to_dict().items():
         if key.startswith("unreachable_"):
-            assert result[key.replace("unreachable_", "deleted_")] == value, key
+            assert getattr(result, key.replace("unreachable_", "deleted_")) == value, key
 
     table = catalog.load_table(NAME)
     retained = history[3:]
@@ -178,7 +182,7 @@ def test_expiry_keeps_retained_snapshots_readable_and_deletes_only_unreachable_f
     after_files = files_on_disk(table)
     gone = before_files - after_files
     deleted_count = sum(
-        v for k, v in result.items() if k.startswith("deleted_") and k.endswith("_count")
+        v for k, v in result.to_dict().items() if k.startswith("deleted_") and k.endswith("_count")
     )
     assert len(gone) == deleted_count
     assert not gone & reached_by(table, retained), "a reachable file was deleted"
@@ -215,10 +219,10 @@ def test_the_floor_refuses_young_snapshots_and_the_current_one(
     forced = expire(
         spark, catalog, ExpireSnapshotsOptions(table=NAME, snapshot_ids=[history[0]], force=True)
     )
-    assert forced["expired_snapshot_ids"] == [history[0]]
-    assert forced["deleted_manifest_lists_count"] == 1
+    assert forced.expired_snapshot_ids == [history[0]]
+    assert forced.deleted_manifest_lists_count == 1
     # The commit's catalog dropped the metadata files past previous-versions-max.
-    assert forced["deleted_metadata_files_count"] == len(metadata_files)
+    assert forced.deleted_metadata_files_count == len(metadata_files)
     assert not any(Path(p).exists() for p in metadata_files)
 
 

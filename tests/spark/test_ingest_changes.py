@@ -144,10 +144,10 @@ def _run_cdc(
         )
         result = ingest(spark, catalog, options, source=frame)
         results.append(result)
-        assert result["status"] == "committed"
+        assert result.status == "committed"
         model = _apply(model, rows)
         table = catalog.load_table("db.cdc")
-        _check_readers(table, result["snapshot_id"], _counted(model), duck)
+        _check_readers(table, result.snapshot_id, _counted(model), duck)
     return results
 
 
@@ -165,11 +165,9 @@ def test_cdc_batches_read_back_as_the_model(
     results = _run_cdc(
         spark, catalog, batches, duck, partition_by=partition_by, sources=tmp_path / "in"
     )
-    assert sum(r["superseded_in_batch"] for r in results) > 0
-    assert sum(r["position_deletes"] for r in results) == sum(
-        r["superseded_in_batch"] for r in results
-    )
-    assert all(r["equality_delete_files"] == 1 for r in results[1:])
+    assert sum(r.superseded_in_batch for r in results) > 0
+    assert sum(r.position_deletes for r in results) == sum(r.superseded_in_batch for r in results)
+    assert all(r.equality_delete_files == 1 for r in results[1:])
     table = catalog.load_table("db.cdc")
     if partition_by:
         # The global deletes were written with an unpartitioned spec; data keeps the default.
@@ -230,10 +228,10 @@ def test_upsert_then_delete_modes(
         IngestOptions(table="db.up", mode="upsert", key=["id"]),
         source=spark.createDataFrame(second, schema).coalesce(1),
     )
-    assert result["position_deletes"] == 1  # (3, "d"), replaced within the batch
+    assert result.position_deletes == 1  # (3, "d"), replaced within the batch
     table = catalog.load_table("db.up")
     expected = Counter([(1, "a"), (2, "c"), (3, "d2"), (None, "n2")])
-    _check_readers(table, result["snapshot_id"], expected, duck)
+    _check_readers(table, result.snapshot_id, expected, duck)
 
     deleted = ingest(
         spark,
@@ -241,7 +239,7 @@ def test_upsert_then_delete_modes(
         IngestOptions(table="db.up", mode="delete", key=["id"]),
         source=spark.createDataFrame([(2, None), (None, None), (9, "x")], schema),
     )
-    assert deleted["operation"] == "delete"
-    assert (deleted["data_files"], deleted["equality_deletes"]) == (0, 3)
+    assert deleted.operation == "delete"
+    assert (deleted.data_files, deleted.equality_deletes) == (0, 3)
     table = catalog.load_table("db.up")
-    _check_readers(table, deleted["snapshot_id"], Counter([(1, "a"), (3, "d2")]), duck)
+    _check_readers(table, deleted.snapshot_id, Counter([(1, "a"), (3, "d2")]), duck)

@@ -60,7 +60,7 @@ def test_overwrite_replaces_the_partitions_it_touches(
         IngestOptions(table="db.o", mode="overwrite"),
         source=_frame(spark, [(5, "us", "e"), (6, "us", "f"), (7, "us", "g")]),
     )
-    assert result["operation"] == "overwrite"
+    assert result.operation == "overwrite"
     table = catalog.load_table("db.o")
     assert _rows(table) == Counter(
         [(1, "eu", "a"), (2, "eu", "b"), (5, "us", "e"), (6, "us", "f"), (7, "us", "g")]
@@ -102,7 +102,7 @@ def test_merge_schema_adds_columns_and_renamed_columns_read_by_id(
     with pytest.raises(JobError, match="'extra' is not in the table"):
         ingest(spark, catalog, IngestOptions(table="db.m"), source=wider)
     result = ingest(spark, catalog, IngestOptions(table="db.m", merge_schema=True), source=wider)
-    assert result["columns_added"] == ["extra", "info"]
+    assert result.columns_added == ["extra", "info"]
     table = catalog.load_table("db.m")
     table.update_schema().rename_column("v", "value").commit()
     table = catalog.load_table("db.m")
@@ -141,7 +141,7 @@ def test_a_batch_is_committed_once(spark: SparkSession, catalog: SqlCatalog) -> 
         "mode": "append",
         "batch_id": "2024-01-07",
         "status": "already-committed",
-        "snapshot_id": first["snapshot_id"],
+        "snapshot_id": first.snapshot_id,
     }
     assert _rows(catalog.load_table("db.b")) == Counter([(1, "eu", "a")])
 
@@ -153,7 +153,7 @@ def test_a_batch_is_committed_once(spark: SparkSession, catalog: SqlCatalog) -> 
         IngestOptions(table="db.b", batch_id="later"),
         source=_frame(spark, [(2, "eu", "b")]),
     )
-    assert other["status"] == "committed"
+    assert other.status == "committed"
     racing = catalog.load_table("db.b")
     head = racing.metadata.current_snapshot()
     assert head is not None
@@ -252,10 +252,10 @@ def test_files_are_sized_toward_the_target_file_size(
         IngestOptions(table="db.sized", create=True, properties=target),
         _frame(spark, rows).coalesce(1),
     )
-    assert first["data_files"] == 1  # nothing to estimate from yet
+    assert first.data_files == 1  # nothing to estimate from yet
     second = ingest(
         spark, catalog, IngestOptions(table="db.sized"), _frame(spark, rows).coalesce(1)
     )
-    per_row = first["bytes_written"] / 3000
-    assert second["data_files"] >= 3000 * per_row // 8192
-    assert second["data_files"] > 1
+    per_row = first.bytes_written / 3000
+    assert second.data_files >= 3000 * per_row // 8192
+    assert second.data_files > 1

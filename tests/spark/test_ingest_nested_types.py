@@ -171,7 +171,7 @@ def table_location(
             partition_by=PARTITIONINGS[request.param],
         ),
     )
-    assert result["status"] == "committed" and result["rows"] == len(ROWS)
+    assert result.status == "committed" and result.rows == len(ROWS)
     location = catalog.load_table("db.nested").metadata_location
     catalog.close()
     assert location is not None
@@ -422,7 +422,7 @@ def test_upsert_and_cdc_on_a_uuid_key(
             catalog,
             IngestOptions(table="db.keyed", source=source, mode=mode, key=["u"], **options),
         )
-        assert result["status"] == "committed", result
+        assert result.status == "committed", result
         return result
 
     def check(pyiceberg: bool) -> None:
@@ -458,8 +458,8 @@ def test_upsert_and_cdc_on_a_uuid_key(
     source = tmp_path / "b1.parquet"
     pq.write_table(pa.Table.from_pylist(second, KEYED), source)
     result = run("upsert", str(source))
-    assert result["position_deletes"] == 1 and result["equality_deletes"] == 2
-    assert result["data_files"] == 3 and result["data_records"] == 3
+    assert result.position_deletes == 1 and result.equality_deletes == 2
+    assert result.data_files == 3 and result.data_records == 3
     _apply(model, second, ["U"] * 3)
     check(pyiceberg=False)
 

@@ -73,7 +73,7 @@ def _parquet(rows: list[tuple[object, ...]]) -> bytes:
 
 def _ingest(spark: SparkSession, catalog: SqlCatalog, source: str, **options: object) -> dict:
     result = ingest(spark, catalog, IngestOptions(table="db.t", source=source, **options))
-    assert result["status"] == "committed", result
+    assert result.status == "committed", result
     return result
 
 
@@ -124,7 +124,7 @@ def test_parquet_then_csv_sources_on_s3(
 
     # CSV carries no types: values are read as the table's (long, timestamp without zone).
     fileio.write_bytes(f"{bucket}/in/c/batch.csv", _csv(second))
-    assert _ingest(spark, s3_catalog, f"{bucket}/in/c")["rows"] == 20
+    assert _ingest(spark, s3_catalog, f"{bucket}/in/c").rows == 20
     model.apply("append", second)
     assert _rows(s3_catalog, "db.t") == model.counter()
 
@@ -163,7 +163,7 @@ def test_cdc_csv_files_on_s3_apply_in_file_then_row_order(
     # PyIceberg reads no equality deletes: they become position deletes first.
     convert_equality_deletes(spark, s3_catalog, ConvertEqualityDeletesOptions(table="db.t"))
     assert _rows(s3_catalog, "db.t") == model.counter()
-    assert result["superseded_in_batch"] > 0, result
+    assert result.superseded_in_batch > 0, result
 
 
 def test_new_table_from_csv_and_json_on_s3_infers_types(

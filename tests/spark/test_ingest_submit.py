@@ -114,8 +114,8 @@ def test_a_killed_run_leaves_the_table_as_it_was(
     assert after.metadata_location == before.metadata_location
     assert after.metadata.snapshots == before.metadata.snapshots
     # The retry commits the batch once.
-    assert ingest(spark, catalog, options)["status"] == "committed"
-    assert ingest(spark, catalog, options)["status"] == "already-committed"
+    assert ingest(spark, catalog, options).status == "committed"
+    assert ingest(spark, catalog, options).status == "already-committed"
     total = sum(t.file.record_count for t in catalog.load_table("db.k").scan().plan_files())
     assert total == 2 * 20_000
 

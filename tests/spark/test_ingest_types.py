@@ -108,7 +108,7 @@ def table_location(
             partition_by="identity(flag), truncate(4, s), month(ts)",
         ),
     )
-    assert result["status"] == "committed" and result["rows"] == len(ROWS)
+    assert result.status == "committed" and result.rows == len(ROWS)
     metadata_location = catalog.load_table("db.types").metadata_location
     catalog.close()
     assert metadata_location is not None
@@ -204,7 +204,7 @@ def test_table_with_types_spark_cannot_write_takes_a_dataframe(
         "id long, u string, t string, fx binary, li array<string>, m map<string, long>",
     )
     result = ingest(spark, catalog, IngestOptions(table="db.others"), source=frame)
-    assert result["status"] == "committed" and result["rows"] == 2
+    assert result.status == "committed" and result.rows == 2
     location = catalog.load_table("db.others").metadata_location
     rows = duck.execute(f"SELECT * FROM iceberg_scan('{location}') ORDER BY id").fetchall()
     assert rows == [

@@ -77,7 +77,7 @@ def test_every_job_returns_its_result_class(spark: SparkSession, catalog: Catalo
     )  # fmt: skip
     assert expired.committed and expired.expired_snapshots_count >= 5
     assert expired.figures().removed_files == sum(
-        v for k, v in expired.items() if k.startswith("deleted_") and k.endswith("_count")
+        v for k, v in expired.to_dict().items() if k.startswith("deleted_") and k.endswith("_count")
     )
 
     orphans = _run(

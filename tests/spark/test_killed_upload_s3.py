@@ -115,7 +115,7 @@ def test_a_job_killed_mid_upload_leaves_the_s3_table_as_it_was(
                 properties={"write.parquet.compression-codec": "uncompressed"},
             )
             frame = spark.createDataFrame(rows, SOURCE).drop("op")
-            assert ingest(spark, catalog, options, source=frame)["status"] == "committed"
+            assert ingest(spark, catalog, options, source=frame).status == "committed"
         expected = _expected(batches)
         before = catalog.load_table(TABLE)
         assert pyiceberg_rows(before, s3_store.properties) == expected
@@ -178,15 +178,15 @@ def test_a_job_killed_mid_upload_leaves_the_s3_table_as_it_was(
             return remove_orphan_files(spark, catalog, options)
 
         dry = remove_orphans(dry_run=True)
-        assert dry["abandoned_upload_location"] == [f"{root}/{key}"]
-        assert (dry["abandoned_uploads_count"], dry["aborted_uploads_count"]) == (1, 0)
+        assert dry.abandoned_upload_location == [f"{root}/{key}"]
+        assert (dry.abandoned_uploads_count, dry.aborted_uploads_count) == (1, 0)
         assert _uploads(s3_store, bucket, table_prefix) == [key]
         assert SENTENCES["remove_orphan_files"](dry).endswith("; found 1 unfinished upload")
         removed = remove_orphans(dry_run=False)
-        assert (removed["aborted_uploads_count"], removed["failed_aborts"]) == (1, {})
+        assert (removed.aborted_uploads_count, removed.failed_aborts) == (1, {})
         sentence = SENTENCES["remove_orphan_files"](removed)  # what the Airflow UI shows
         assert sentence.endswith("; aborted 1 of 1 unfinished upload")
-        assert removed["orphan_files_count"] == 0
+        assert removed.orphan_files_count == 0
         assert _uploads(s3_store, bucket, table_prefix) == []
         assert _uploads(s3_store, bucket, sibling) == [sibling]
         assert _objects(catalog.load_table(TABLE)) == objects

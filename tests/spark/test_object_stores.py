@@ -9,7 +9,6 @@ through its fsspec FileIO (adlfs), see `_pyiceberg_properties`.
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -151,13 +150,13 @@ def test_every_job_and_ingestion_mode_on_s3(
             table=table_name, older_than="2100-01-01T00:00:00", retain_last=1, force=True
         ),
     )
-    assert expired["deleted_data_files_count"] > 0
+    assert expired.deleted_data_files_count > 0
     removed = remove_orphan_files(
         spark,
         catalog,
         RemoveOrphanFilesOptions(table=table_name, older_than="2100-01-01T00:00:00", force=True),
     )
-    assert removed["deleted_files_count"] == 1
+    assert removed.deleted_files_count == 1
     assert not table.io.exists(orphan)
     table = catalog.load_table(table_name)
     assert pyiceberg_rows(table, s3_store.properties) == model.counter()
@@ -186,7 +185,7 @@ def test_ingest_compact_and_remove_orphans(
             catalog,
             RemoveOrphanFilesOptions(table="db.t", older_than="2100-01-01T00:00:00", force=True),
         )
-        assert removed["deleted_files_count"] >= 1, json.dumps(removed)
+        assert removed.deleted_files_count >= 1, removed.to_json()
         assert not table.io.exists(orphan)
         table = catalog.load_table("db.t")
         assert _icecore_rows(table) == model.counter()

@@ -154,17 +154,17 @@ def test_three_levels_of_nesting(tmp_path: Path, duck: duckdb.DuckDBPyConnection
         catalog,
         RemoveOrphanFilesOptions("db.events.archive", older_than=EVERYTHING, dry_run=True),
     )
-    assert dry["orphan_file_location"] == [str(orphans[1])]
-    assert [e["table"] for e in dry["excluded_locations"]] == ["db.events.archive.old"]
-    assert any("db.events" in note for note in dry["other_tables_notes"])
+    assert dry.orphan_file_location == [str(orphans[1])]
+    assert [e["table"] for e in dry.excluded_locations] == ["db.events.archive.old"]
+    assert any("db.events" in note for note in dry.other_tables_notes)
     assert all(o.exists() for o in orphans)
 
     for table, orphan in zip(tables, orphans, strict=True):
         result = remove_orphans(
             None, catalog, RemoveOrphanFilesOptions(table.name, older_than=EVERYTHING, force=True)
         )
-        assert result["orphan_file_location"] == [str(orphan)], table.name
-        assert result["deleted_files_count"] == 1
+        assert result.orphan_file_location == [str(orphan)], table.name
+        assert result.deleted_files_count == 1
         assert not orphan.exists()
     for table in tables:
         assert (
@@ -194,7 +194,7 @@ def test_a_table_registered_at_the_same_location_is_refused(
             None, catalog, RemoveOrphanFilesOptions("db.events", older_than=EVERYTHING, force=True)
         )
     dry = remove_orphans(None, catalog, RemoveOrphanFilesOptions("db.events", dry_run=True))
-    assert any("db.twin" in note for note in dry["other_tables_notes"])
+    assert any("db.twin" in note for note in dry.other_tables_notes)
     assert {p for p in wh.rglob("*") if p.is_file()} == files
     assert orphan.exists()
     assert ids_everywhere(str(twin.metadata_location), duck) == [0, 1]
@@ -220,8 +220,8 @@ def test_catalogs_sharing_a_warehouse(tmp_path: Path, duck: duckdb.DuckDBPyConne
     age_everything(wh)
 
     dry = remove_orphans(None, catalog, RemoveOrphanFilesOptions("db.events", dry_run=True))
-    assert [e["table"] for e in dry["excluded_locations"]] == ["sales:db.near"]
-    assert any("/shared/far/" in p for p in dry["orphan_file_location"])  # cannot be seen
+    assert [e["table"] for e in dry.excluded_locations] == ["sales:db.near"]
+    assert any("/shared/far/" in p for p in dry.orphan_file_location)  # cannot be seen
 
     result = remove_orphans(
         None,
@@ -233,7 +233,7 @@ def test_catalogs_sharing_a_warehouse(tmp_path: Path, duck: duckdb.DuckDBPyConne
             protected_locations=(f"{inside}/far",),
         ),
     )
-    assert result["orphan_file_location"] == [str(orphan)]
+    assert result.orphan_file_location == [str(orphan)]
     for table in (same_db.load_table("db.near"), other_db.load_table("db.far")):
         assert len(ids_everywhere(str(table.metadata_location), duck)) == 1
     for c in (catalog, same_db, other_db):
@@ -276,9 +276,9 @@ def test_expiry_keeps_files_of_another_table(
         catalog,
         ExpireSnapshotsOptions("db.copy", older_than=EVERYTHING, retain_last=1, force=True),
     )
-    assert result["expired_snapshots_count"] == 2
-    assert result["kept_files_of_other_tables"] == {shared.file_path: "db.src"}
-    assert result["deleted_data_files_count"] == 1
+    assert result.expired_snapshots_count == 2
+    assert result.kept_files_of_other_tables == {shared.file_path: "db.src"}
+    assert result.deleted_data_files_count == 1
     assert Path(shared.file_path).exists()
     assert not Path(own[0]).exists()
     assert ids_everywhere(str(catalog.load_table("db.src").metadata_location), duck) == [1, 2]

@@ -218,14 +218,14 @@ def test_pyiceberg_table_with_position_deletes_is_compacted(
         spark, catalog, RewritePositionDeletesOptions(TABLE, min_input_files=2)
     )
 
-    assert merged["status"] == "committed" and merged["rewritten_delete_files"] == 12
+    assert merged.status == "committed" and merged.rewritten_delete_files == 12
     after = live(catalog.load_table(TABLE))
     assert len(after[FileContent.POSITION_DELETES]) == 2  # one per partition
     _readers_agree(pyiceberg_catalog, catalog, duck, model)
 
     compacted = compact(spark, catalog, RewriteDataFilesOptions(TABLE, rewrite_all=True))
 
-    assert compacted["rewritten_data_files"] == 8 and compacted["removed_delete_files"] == 2
+    assert compacted.rewritten_data_files == 8 and compacted.removed_delete_files == 2
     after = live(catalog.load_table(TABLE))
     assert not after[FileContent.POSITION_DELETES] and len(after[FileContent.DATA]) == 2
     _readers_agree(pyiceberg_catalog, catalog, duck, model)

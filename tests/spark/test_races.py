@@ -96,7 +96,7 @@ class RacedTable:
         """Commit the next CDC batch with the ingestion job itself (Spark, in process)."""
         changes = batch(self.rnd, self.batches, SIZE, null_keys=False)
         self.batches += 1
-        snapshot_id = int(cdc(spark, catalog, changes)["snapshot_id"])
+        snapshot_id = int(cdc(spark, catalog, changes).snapshot_id)
         self.model.apply("cdc", changes)
         self.at[snapshot_id] = self.expected
         return snapshot_id
@@ -236,9 +236,9 @@ def test_rewrite_position_deletes_races_cdc(
         result = result_of(outcome)
         places[where] += 1
         table = catalog.load_table(TABLE)
-        assert result["status"] == "committed", result
+        assert result.status == "committed", result
         check(table, model, duck)
-        check_rewrite(table, result["commits"])
+        check_rewrite(table, result.commits)
     assert places["swap"] + places["spark-write"] == ROUNDS, places
     assert places["spark-write"] >= 1 or ROUNDS < 2, places
 
@@ -278,7 +278,7 @@ def test_convert_equality_deletes_races_cdc(
         places[where] += 1
         table = catalog.load_table(TABLE)
         check(table, model, duck)
-        check_rewrite(table, [result["snapshot_id"]])
+        check_rewrite(table, [result.snapshot_id])
         # Only the racing batch's equality deletes are left: it committed after the plan.
         left = live(table)[FileContent.EQUALITY_DELETES]
         racing = table.metadata.snapshot_by_id(raced[0]).sequence_number
@@ -328,9 +328,9 @@ def test_rewrite_data_files_races_cdc_and_yields_to_position_deletes(
             assert str(raced[0]) in str(outcome)
         else:
             result = result_of(outcome)
-            assert result["commits"] and result["failed_groups"] == []
-            assert result.get("retries", 0) == (1 if yields else 0), result
-            check_rewrite(table, result["commits"])
+            assert result.commits and result.failed_groups == []
+            assert (result.retries or 0) == (1 if yields else 0), result
+            check_rewrite(table, result.commits)
         check(table, model, duck)
     assert places["swap"] + places["spark-write"] == ROUNDS, places
     assert places["spark-write"] >= 1 or ROUNDS < 2, places
@@ -366,15 +366,15 @@ def test_expire_snapshots_races_cdc(
             during_write=False,
         )
         result = result_of(outcome)
-        assert where == "swap" and result["committed"], (where, result)
+        assert where == "swap" and result.committed, (where, result)
         table = catalog.load_table(TABLE)
         retained = {s.snapshot_id for s in table.metadata.snapshots}
-        assert not retained & set(result["expired_snapshot_ids"])
+        assert not retained & set(result.expired_snapshot_ids)
         assert len(retained) == kept + 1  # and the racing batch's on top
         # Reading a snapshot reads its manifest list, manifests, data and delete files.
         for snapshot_id in retained:
             assert snapshot_rows(table, snapshot_id) == model.at[snapshot_id]
-        assert result["deleted_data_files_count"] + result["deleted_manifest_lists_count"] > 0
+        assert result.deleted_data_files_count + result.deleted_manifest_lists_count > 0
         check(table, model, duck)
 
 
@@ -414,8 +414,8 @@ def test_remove_orphan_files_spares_a_commit_in_flight(
         batch_files = referenced_files(table.io, table.metadata, TABLE) - earlier
         assert len(batch_files) >= 4  # data, deletes, manifests, manifest list, metadata
         assert all(os.path.exists(p) for p in batch_files)
-        assert batch_files | {str(planted)} == set(in_flight["orphan_file_location"])
-        assert result["orphan_files_count"] == 1 and result["deleted_files_count"] == 1
-        assert result["orphan_file_location"] == [str(planted)] and not planted.exists()
-        assert result["too_young_count"] >= len(batch_files)
+        assert batch_files | {str(planted)} == set(in_flight.orphan_file_location)
+        assert result.orphan_files_count == 1 and result.deleted_files_count == 1
+        assert result.orphan_file_location == [str(planted)] and not planted.exists()
+        assert result.too_young_count >= len(batch_files)
         check(table, model, duck)

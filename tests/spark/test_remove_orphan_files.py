@@ -32,12 +32,6 @@ from icecore.spec.types import LongType, NestedField
 from icecore.table import Table
 from spark_jobs.common.cli import main
 from spark_jobs.common.errors import JobError
-from spark_jobs.files.locations import (
-    LocationMatcher,
-    classify,
-    is_hidden,
-    split_location,
-)
 from spark_jobs.remove_orphan_files import run as remove_orphans
 from spark_jobs.specs.jobs import RemoveOrphanFilesOptions
 from tests.support.catalogs import append_rows
@@ -146,12 +140,12 @@ def test_old_orphans_go_young_and_referenced_files_stay(
         "remove_orphan_files",
         RemoveOrphanFilesOptions(table=NAME, dry_run=True, parallel_listing_threshold=1),
     )
-    assert dry["orphan_file_location"] == expected
-    assert dry["orphan_files_count"] == len(expected)
-    assert dry["deleted_files_count"] == 0
-    assert dry["directories_listed_on_executors"] > 0
-    assert dry["too_young_count"] == 1
-    assert dry["hidden_files_count"] == 2
+    assert dry.orphan_file_location == expected
+    assert dry.orphan_files_count == len(expected)
+    assert dry.deleted_files_count == 0
+    assert dry.directories_listed_on_executors > 0
+    assert dry.too_young_count == 1
+    assert dry.hidden_files_count == 2
     assert all_files(root) == kept | set(expected)
 
     result = job_runner(
@@ -160,10 +154,10 @@ def test_old_orphans_go_young_and_referenced_files_stay(
             table=NAME, executor_delete_threshold=1, parallel_listing_threshold=1
         ),
     )
-    assert result["orphan_file_location"] == expected
-    assert result["deleted_files_count"] == len(expected)
-    assert result["deleted_on_executors"]
-    assert result["failed_deletes_count"] == 0
+    assert result.orphan_file_location == expected
+    assert result.deleted_files_count == len(expected)
+    assert result.deleted_on_executors
+    assert result.failed_deletes_count == 0
     assert all_files(root) == kept
     assert young.exists()
     table = catalog.load_table(NAME)
@@ -174,9 +168,9 @@ def test_old_orphans_go_young_and_referenced_files_stay(
     again = remove_orphans(
         spark, catalog, RemoveOrphanFilesOptions(NAME, older_than="0s", force=True)
     )
-    assert again["orphan_file_location"] == [str(young)]
+    assert again.orphan_file_location == [str(young)]
     # Everything else left is referenced, but for the two hidden files.
-    assert again["referenced_files_count"] == len(kept) - 1 - 2
+    assert again.referenced_files_count == len(kept) - 1 - 2
 
     # A manifest that cannot be read would make its files look orphaned: refuse.
     snapshot = table.metadata.current_snapshot()
@@ -210,7 +204,7 @@ def test_a_path_referenced_under_another_scheme_is_refused(
     ignored = remove_orphans(
         spark, catalog, RemoveOrphanFilesOptions(table=NAME, prefix_mismatch_mode="ignore")
     )
-    assert ignored["prefix_mismatch_count"] == 1 and ignored["orphan_files_count"] == 0
+    assert ignored.prefix_mismatch_count == 1 and ignored.orphan_files_count == 0
     with pytest.raises(JobError, match="other scheme or authority"):
         remove_orphans(
             spark,
@@ -221,30 +215,12 @@ def test_a_path_referenced_under_another_scheme_is_refused(
     equal = RemoveOrphanFilesOptions(
         table=NAME, equal_schemes={"s3": "file"}, equal_authorities={"bucket": ""}
     )
-    assert remove_orphans(spark, catalog, equal)["orphan_files_count"] == 0
+    assert remove_orphans(spark, catalog, equal).orphan_files_count == 0
     deleted = remove_orphans(
         spark, catalog, RemoveOrphanFilesOptions(table=NAME, prefix_mismatch_mode="delete")
     )
-    assert deleted["orphan_file_location"] == [f"file://{local}"]
+    assert deleted.orphan_file_location == [f"file://{local}"]
     assert not local.exists()
-
-
-def test_location_matching_rules() -> None:
-    matcher = LocationMatcher()
-    assert split_location("s3://b//t/x/") == ("s3", "b", "/t/x")
-    assert is_hidden("s3://b/t/data/_p=1/.x.crc", "s3://b/t")
-    assert is_hidden("s3://b/t/_temporary/0/x.parquet", "s3://b/t")
-    assert not is_hidden("s3://b/t/data/_p=1/x.parquet", "s3://b/t")
-    assert not is_hidden("s3://b/_t/data/x.parquet", "s3://b/_t")
-    assert split_location("file:/t/x") == split_location("file:///t/x") == ("file", "", "/t/x")
-    assert matcher.agree(split_location("s3a://b/t"), split_location("s3://b/t"))
-    assert matcher.agree(split_location("/t/x"), split_location("hdfs://nn/t/x"))
-    assert not matcher.agree(split_location("s3://b/t"), split_location("s3://c/t"))
-    listed = ["s3://b/t/a", "s3://b/t/b", "s3://b/t/c", "s3a://b/t/d"]
-    referenced = ["s3://b/t/a", "s3://other/t/b", "s3n://b/t/d"]
-    result = classify(listed, referenced, matcher)
-    assert result.orphans == ["s3://b/t/c"]
-    assert result.mismatched == [("s3://b/t/b", ["s3://other/t/b"])]
 
 
 def test_command_line(spark: SparkSession, catalog: SqlCatalog, warehouse: Path) -> None:

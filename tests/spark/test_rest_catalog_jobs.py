@@ -114,11 +114,11 @@ def test_every_job_and_ingestion_mode_through_rest(
         catalog,
         ExpireSnapshotsOptions(table=name, older_than=FAR_FUTURE, retain_last=1, force=True),
     )
-    assert expired["deleted_data_files_count"] > 0
+    assert expired.deleted_data_files_count > 0
     removed = remove_orphan_files(
         spark, catalog, RemoveOrphanFilesOptions(table=name, older_than=FAR_FUTURE, force=True)
     )
-    assert removed["deleted_files_count"] == 1 and not table.io.exists(orphan)
+    assert removed.deleted_files_count == 1 and not table.io.exists(orphan)
     assert len(catalog.load_table(name).metadata.snapshots) == 1
     assert _pyiceberg_rows(server, name) == model.counter()
     assert _duckdb_rows(server, name) == model.counter()

@@ -95,14 +95,14 @@ def test_unpartitioned_compaction_applies_every_delete(
     table = catalog.load_table(TABLE)
     assert rows(table, duck) == before
     live_after = live(table)
-    assert result["rewritten_data_files"] == len(files[FileContent.DATA])
-    assert result["added_data_files"] == len(live_after[FileContent.DATA]) == 1
-    assert result["removed_delete_files"] == len(files[FileContent.POSITION_DELETES]) + len(
+    assert result.rewritten_data_files == len(files[FileContent.DATA])
+    assert result.added_data_files == len(live_after[FileContent.DATA]) == 1
+    assert result.removed_delete_files == len(files[FileContent.POSITION_DELETES]) + len(
         files[FileContent.EQUALITY_DELETES]
     )
     assert not live_after[FileContent.POSITION_DELETES]
     assert not live_after[FileContent.EQUALITY_DELETES]
-    assert result["failed_groups"] == [] and len(result["commits"]) == 1
+    assert result.failed_groups == [] and len(result.commits) == 1
     # New files keep the starting snapshot's sequence number (use-starting-sequence-number).
     assert [e.sequence_number for e in live_after[FileContent.DATA]] == [start.sequence_number]
     snapshot = table.metadata.current_snapshot()
@@ -138,7 +138,7 @@ def test_two_specs_rewritten_into_the_current_one(
     assert {e.data_file.spec_id for e in after[FileContent.DATA]} == {current}
     assert {e.data_file.partition[1] for e in after[FileContent.DATA]} != {None}
     assert_under_partition_paths(table, [e.data_file for e in after[FileContent.DATA]])
-    assert result["rewritten_data_files"] == len(files[FileContent.DATA])
+    assert result.rewritten_data_files == len(files[FileContent.DATA])
     assert len(after[FileContent.DATA]) < len(files[FileContent.DATA])
     assert not after[FileContent.POSITION_DELETES] and not after[FileContent.EQUALITY_DELETES]
 
@@ -182,7 +182,7 @@ def test_the_callers_session_never_sees_the_write_settings(
     finally:
         done.set()
         watcher.join()
-    assert result["added_data_files"] > 0 and result["failed_groups"] == []
+    assert result.added_data_files > 0 and result.failed_groups == []
     assert len(seen) > 10 and all(s == before for s in seen)
     assert before["spark.sql.adaptive.enabled"] == "true"
     assert rows(catalog.load_table(TABLE), None) == model
@@ -233,7 +233,7 @@ def test_races_equality_delete_applies_position_delete_conflicts(
         RewriteDataFilesOptions(table=TABLE, rewrite_all=True),
         before_commit=delete_key,
     )
-    assert result["failed_groups"] == []
+    assert result.failed_groups == []
     table = catalog.load_table(TABLE)
     expected = Counter({r: n for r, n in before.items() if r[0] != victim})
     expected[(99, "new", int(dt.datetime(2024, 1, 2, tzinfo=dt.UTC).timestamp() * 1e6))] += 1
@@ -272,7 +272,7 @@ def test_races_equality_delete_applies_position_delete_conflicts(
     result = compact(
         spark, catalog, RewriteDataFilesOptions(table=TABLE, rewrite_all=True), before_commit=once
     )
-    assert result["retries"] == 1 and result["failed_groups"] == []
+    assert result.retries == 1 and result.failed_groups == []
     table = catalog.load_table(TABLE)
     at_delete = scan_rows(table.io, table.metadata, snapshot_id=calls[0])
     assert rows(table, duck) == Counter((r["id"], r["v"], r["ts"]) for r in at_delete)
@@ -296,7 +296,7 @@ def test_plan_only_options_are_checked(catalog: SqlCatalog, spark: SparkSession)
             call()
     # Nothing worth rewriting: one small file.
     result = compact(spark, catalog, RewriteDataFilesOptions(TABLE))
-    assert result["planned_groups"] == 0 and result["commits"] == []
+    assert result.planned_groups == 0 and result.commits == []
 
 
 def test_the_command_line_as_a_client(
@@ -380,7 +380,7 @@ def test_deletes_apply_only_within_their_group(
     )
 
     result = compact(spark, catalog, RewriteDataFilesOptions(TABLE, rewrite_all=True))
-    assert result["planned_groups"] == 2 and result["added_data_files"] == 2
+    assert result.planned_groups == 2 and result.added_data_files == 2
     table = catalog.load_table(TABLE)
     assert rows(table, duck) == before
     after = live(table)

@@ -76,9 +76,9 @@ def test_a_pyiceberg_table_of_300_appends_becomes_one_manifest(
 
     result = rewrite(spark, catalog, "py.events")
 
-    assert result["status"] == "committed" and result["rewritten_in"] == "driver"
-    assert (result["data_manifests_before"], result["data_manifests_after"]) == (300, 1)
-    assert result["rewritten_manifests"] == 300 and result["entries"] == 1200
+    assert result.status == "committed" and result.rewritten_in == "driver"
+    assert (result.data_manifests_before, result.data_manifests_after) == (300, 1)
+    assert result.rewritten_manifests == 300 and result.entries == 1200
     after = catalog.load_table("py.events")
     assert after.metadata_location is not None
     assert len(listed(after, ManifestContent.DATA)) <= 4
@@ -86,7 +86,7 @@ def test_a_pyiceberg_table_of_300_appends_becomes_one_manifest(
     assert Counter(duck.execute(duck_sql.format(after.metadata_location)).fetchall()) == rows_before
     assert numbers(after) == numbers(before)
     again = rewrite(spark, catalog, "py.events")
-    assert again["status"] == "nothing-to-rewrite"
+    assert again.status == "nothing-to-rewrite"
 
 
 def test_a_cdc_table_reads_the_model_in_iceberg_java_and_duckdb(
@@ -113,8 +113,8 @@ def test_a_cdc_table_reads_the_model_in_iceberg_java_and_duckdb(
 
     result = rewrite(spark, catalog, TABLE)
 
-    assert result["status"] == "committed"
-    assert result["data_manifests_after"] == 1 and result["delete_manifests_after"] == 1
+    assert result.status == "committed"
+    assert result.data_manifests_after == 1 and result.delete_manifests_after == 1
     after = catalog.load_table(TABLE)
     assert after.metadata_location is not None
     assert rows(after, duck) == model.counter()  # icecore and DuckDB
@@ -149,7 +149,7 @@ def test_two_partition_specs_rewritten_by_spark_tasks(
         table="db.events", spec_id=1, sort_by=["id_bucket"], driver_max_bytes=0
     )
     result = job_runner("rewrite_manifests", options)
-    assert result["status"] == "committed" and result["rewritten_in"] == "spark-tasks"
+    assert result.status == "committed" and result.rewritten_in == "spark-tasks"
     mid = catalog.load_table("db.events")
     assert {m.manifest_path for m in listed(mid) if m.partition_spec_id == 0} == spec0
     new_data = [m for m in listed(mid, ManifestContent.DATA) if m.partition_spec_id == 1]
@@ -162,7 +162,7 @@ def test_two_partition_specs_rewritten_by_spark_tasks(
     # Every spec, sorted by the spec's fields.
     options = RewriteManifestsOptions(table="db.events", driver_max_bytes=0)
     result = job_runner("rewrite_manifests", options)
-    assert result["status"] == "committed"
+    assert result.status == "committed"
     after = catalog.load_table("db.events")
     for spec_id in (0, 1):
         for content in ManifestContent:
@@ -176,9 +176,7 @@ def test_two_partition_specs_rewritten_by_spark_tasks(
     assert agreed_rows(after, duck) == expected_rows
     assert planned(after) == expected_plan
     assert numbers(after) == expected_numbers
-    assert (
-        rewrite(spark, catalog, "db.events", driver_max_bytes=0)["status"] == "nothing-to-rewrite"
-    )
+    assert rewrite(spark, catalog, "db.events", driver_max_bytes=0).status == "nothing-to-rewrite"
 
 
 def test_v3_rows_keep_their_ids(
@@ -215,7 +213,7 @@ def test_v3_rows_keep_their_ids(
     }  # Java's inheritance gives each file the ids ours does
     next_row_id = before.metadata.next_row_id
 
-    assert rewrite(spark, catalog, TABLE)["status"] == "committed"
+    assert rewrite(spark, catalog, TABLE).status == "committed"
 
     after = catalog.load_table(TABLE)
     assert {p: n[4] for p, n in numbers(after).items() if n[0] == 0} == ids_before

@@ -90,7 +90,7 @@ def test_a_batch_meanwhile_is_kept_and_a_compaction_meanwhile_makes_it_plan_agai
         other.new_row_delta().add_rows(data).add_deletes(deletes).commit()
 
     result = rewrite(spark, catalog, "db.events", before_commit=ingest_meanwhile)
-    assert result["status"] == "committed" and result["attempts"] == 1  # rebased, not re-run
+    assert result.status == "committed" and result.attempts == 1  # rebased, not re-run
     table = catalog.load_table("db.events")
     assert len(listed(table)) == 4  # the rewrite's data and delete manifests, the batch's two
     expected = rows + Counter({(-1, "z", 0): 1}) - Counter({tuple(dead.values()): 1})
@@ -107,8 +107,8 @@ def test_a_batch_meanwhile_is_kept_and_a_compaction_meanwhile_makes_it_plan_agai
     before = catalog.load_table("db.events")
     rows = agreed_rows(before, duck)
     result = rewrite(spark, catalog, "db.events", before_commit=compact_once)
-    assert result["status"] == "committed" and result["attempts"] == 2
-    assert "no longer in snapshot" in result["conflicts"][0]
+    assert result.status == "committed" and result.attempts == 2
+    assert "no longer in snapshot" in result.conflicts[0]
     after = catalog.load_table("db.events")
     head = after.metadata.current_snapshot()
     assert head is not None and head.parent_snapshot_id is not None
@@ -180,7 +180,7 @@ def test_a_killed_run_leaves_the_table_as_it_was(
     assert agreed_rows(after, duck) == rows
     assert avro_files(after) > files  # what it wrote stays behind, unreferenced
     # The next run (in the driver) does the work.
-    assert rewrite(_no_spark, catalog, "db.events")["status"] == "committed"
+    assert rewrite(_no_spark, catalog, "db.events").status == "committed"
     done = catalog.load_table("db.events")
     assert agreed_rows(done, duck) == rows and numbers(done) == kept
 
@@ -218,7 +218,7 @@ def test_behind_a_rest_catalog(
             other.new_fast_append().append_file(data).commit()  # the second is rebased
 
     result = rewrite(spark, rest, "db.manifests", before_commit=meanwhile)
-    assert result["status"] == "committed" and result["attempts"] == 2
+    assert result.status == "committed" and result.attempts == 2
     after = rest.load_table("db.manifests")
     assert len(listed(after)) == 3
     assert agreed_rows(after, duck) == rows + Counter({(-5, "q", 1): 1})
@@ -247,7 +247,7 @@ def test_expiry_deletes_the_replaced_manifests_and_orphan_removal_keeps_listed_o
         catalog,
         RemoveOrphanFilesOptions(table="db.events", older_than=FAR_FUTURE, force=True),
     )
-    assert orphans["deleted_files_count"] == 1 and not table.io.exists(stray)
+    assert orphans.deleted_files_count == 1 and not table.io.exists(stray)
     assert all(table.io.exists(p) for p in old | new)  # every manifest a snapshot lists
 
     expired = expire_snapshots(
@@ -255,8 +255,8 @@ def test_expiry_deletes_the_replaced_manifests_and_orphan_removal_keeps_listed_o
         catalog,
         ExpireSnapshotsOptions(table="db.events", older_than=FAR_FUTURE, retain_last=1, force=True),
     )
-    assert expired["deleted_manifest_files_count"] == len(old)
-    assert expired["deleted_data_files_count"] == 0
+    assert expired.deleted_manifest_files_count == len(old)
+    assert expired.deleted_data_files_count == 0
     assert not any(table.io.exists(p) for p in old)
     assert all(table.io.exists(p) for p in new)
     again = remove_orphan_files(
@@ -264,7 +264,7 @@ def test_expiry_deletes_the_replaced_manifests_and_orphan_removal_keeps_listed_o
         catalog,
         RemoveOrphanFilesOptions(table="db.events", older_than=FAR_FUTURE, force=True),
     )
-    assert again["deleted_files_count"] == 0
+    assert again.deleted_files_count == 0
     assert agreed_rows(catalog.load_table("db.events"), duck) == rows
 
 

@@ -96,8 +96,8 @@ def test_merges_drops_dangling_and_keeps_rows(
     assert rows(table, None) == expected
     if duck_ok:
         assert duck_rows(table, duck) == duck_before
-    assert result["status"] == "committed"
-    assert result["dropped_position_deletes"] >= still_named
+    assert result.status == "committed"
+    assert result.dropped_position_deletes >= still_named
     old = set(seqs)
     new = [e for e in after[FileContent.POSITION_DELETES] if e.data_file.file_path not in old]
     assert_under_partition_paths(table, [e.data_file for e in new])
@@ -119,10 +119,10 @@ def test_merges_drops_dangling_and_keeps_rows(
             == (entry.data_file.spec_id, entry.data_file.partition)
         ]
         assert entry.sequence_number == max(inputs)
-    assert result["added_position_deletes"] == sum(e.data_file.record_count for e in new)
+    assert result.added_position_deletes == sum(e.data_file.record_count for e in new)
     if not rewrite_all:
         again = rewrite_position_deletes(spark, catalog, options)
-        assert again["status"] == "nothing-to-rewrite"
+        assert again.status == "nothing-to-rewrite"
 
 
 def test_equality_deletes_merge_only_within_a_sequence_number(
@@ -200,7 +200,7 @@ def test_concurrent_rewrite_of_an_input_conflicts_then_replans(
             result = rewrite_position_deletes(
                 spark, catalog, RewritePositionDeletesOptions(TABLE, rewrite_all=True)
             )
-        assert result["attempts"] == 2 and str(raced[0]) in result["conflicts"][0]
+        assert result.attempts == 2 and str(raced[0]) in result.conflicts[0]
         assert rows(catalog.load_table(TABLE), None) == expected
 
         options = RewritePositionDeletesOptions(TABLE, rewrite_all=True, max_attempts=1)
@@ -333,21 +333,20 @@ def test_a_conflicting_group_leaves_the_other_commits(
         other.close()
 
     table = catalog.load_table(TABLE)
-    assert len(raced) == 1 and str(raced[0]) in result["conflicts"][0]
+    assert len(raced) == 1 and str(raced[0]) in result.conflicts[0]
     assert rows(table, None) == expected
-    for snapshot_id in result["commits"]:
+    for snapshot_id in result.commits:
         assert _snapshot_rows(table, snapshot_id) == expected
     if max_attempts == 1:
-        assert result["status"] == "partially-committed"
+        assert result.status == "partially-committed"
         assert (
-            len(result["failed_groups"]) == 1
-            and f"snapshot {raced[0]}" in (result["failed_groups"][0])
+            len(result.failed_groups) == 1 and f"snapshot {raced[0]}" in (result.failed_groups[0])
         )
-        assert len(result["commits"]) == len(positions) - 1
+        assert len(result.commits) == len(positions) - 1
         # The conflicting group's input stays (as the other writer's copy), uncompacted.
         assert copies[0] in _position_deletes(table)
     else:
-        assert result["failed_groups"] == [] and result["attempts"] == 2
-        assert len(result["commits"]) >= len(positions)
+        assert result.failed_groups == [] and result.attempts == 2
+        assert len(result.commits) >= len(positions)
         assert copies[0] not in _position_deletes(table)
     assert not set(positions) & set(_position_deletes(table))

@@ -48,13 +48,13 @@ def run_jobs(spark: SparkSession, catalog: SqlCatalog, model: Model, **propertie
     feed(spark, catalog, TABLE, mode="upsert", rows=batch(20, 40, tag="u"), model=model)
     feed(spark, catalog, TABLE, mode="cdc", rows=batch(50, 30, "IUUD", tag="c"), model=model)
     converted = convert_equality_deletes(spark, catalog, ConvertEqualityDeletesOptions(TABLE))
-    assert converted["status"] == "committed", converted
+    assert converted.status == "committed", converted
     if catalog.load_table(TABLE).metadata.format_version == 2:
         options = RewritePositionDeletesOptions(TABLE, rewrite_all=True)
         merged = rewrite_position_deletes(spark, catalog, options)
-        assert merged["status"] == "committed" and merged["added_delete_files"] > 0, merged
+        assert merged.status == "committed" and merged.added_delete_files > 0, merged
     compacted = rewrite_data_files(spark, catalog, RewriteDataFilesOptions(TABLE, rewrite_all=True))
-    assert compacted["failed_groups"] == [] and compacted["rewritten_data_files"] > 0
+    assert compacted.failed_groups == [] and compacted.rewritten_data_files > 0
 
 
 def written_files(table: Table) -> list[DataFile]:
@@ -213,7 +213,7 @@ def test_ingested_files_go_under_javas_partition_path_below_the_hash(
         partition_by="hour(ts), v",
         properties={**OBJECT_STORAGE, "write.data.path": f"{tmp_path}/objects"},
     )
-    assert ingest(spark, catalog, options, source=frame)["status"] == "committed"
+    assert ingest(spark, catalog, options, source=frame).status == "committed"
 
     table = catalog.load_table(TABLE)
     files = written_files(table)

@@ -80,8 +80,8 @@ ROUTES = {
 
 def convert(spark: SparkSession, catalog: SqlCatalog, route: str = "driver") -> dict[str, Any]:
     result = convert_equality_deletes(spark, catalog, ROUTES[route])
-    assert result["status"] == "committed"
-    assert result["matched_in"] == route
+    assert result.status == "committed"
+    assert result.matched_in == route
     return result
 
 
@@ -98,8 +98,8 @@ def test_ingest_and_conversion_write_one_merged_dv_per_data_file(
     model.apply("cdc", first)
     table = catalog.load_table(TABLE)
     assert table.metadata.format_version == 3
-    assert (result["position_delete_files"], result["deletion_vectors"]) == (0, 2)
-    assert result["deletion_vector_positions"] == 2
+    assert (result.position_delete_files, result.deletion_vectors) == (0, 2)
+    assert result.deletion_vector_positions == 2
     ingested = dvs(table)
     assert len(ingested) == 2 and {d.record_count for d in ingested.values()} == {1}
     expect(table, duck, model)
@@ -112,8 +112,8 @@ def test_ingest_and_conversion_write_one_merged_dv_per_data_file(
     expect(table, duck, model)
 
     done = convert(spark, catalog, route)
-    assert done["added_position_delete_files"] == 0 and done["added_deletion_vectors"] == 2
-    assert done["replaced_deletion_vectors"] == 2  # both first-batch files had one already
+    assert done.added_position_delete_files == 0 and done.added_deletion_vectors == 2
+    assert done.replaced_deletion_vectors == 2  # both first-batch files had one already
     table.refresh()
     assert not live(table)[FileContent.EQUALITY_DELETES]
     converted = dvs(table)
@@ -155,7 +155,7 @@ def test_upgraded_table_gets_dvs_for_legacy_position_deletes_and_loses_dangling_
     # The bucket-0 file's DV takes its legacy file's position (key 4's first row), which it
     # replaces; the bucket-1 file keeps its legacy file.
     done = convert(spark, catalog, "spark-tasks")
-    assert done["replaced_position_delete_files"] == 1
+    assert done.replaced_position_delete_files == 1
     table.refresh()
     left = [e.data_file for e in live(table)[POSITIONS]]
     assert len([f for f in left if not f.is_deletion_vector]) == 1
@@ -185,9 +185,9 @@ def test_upgraded_table_gets_dvs_for_legacy_position_deletes_and_loses_dangling_
     expect(table, duck, model)
 
     result = rewrite_position_deletes(spark, catalog, RewritePositionDeletesOptions(table=TABLE))
-    assert result["status"] == "committed"
-    assert (result["rewritten_delete_files"], result["added_deletion_vectors"]) == (1, 1)
-    assert result["removed_dangling_delete_files"] == 1
+    assert result.status == "committed"
+    assert (result.rewritten_delete_files, result.added_deletion_vectors) == (1, 1)
+    assert result.removed_dangling_delete_files == 1
     table.refresh()
     converted = dvs(table)
     assert len(converted) == 2 and gone not in converted
@@ -224,7 +224,7 @@ def test_a_failed_ingestion_leaves_no_puffin_file(
     assert table.metadata.current_snapshot() is None
     assert not list(warehouse.rglob("*.puffin"))
 
-    assert run(good)["deletion_vectors"] == 1
+    assert run(good).deletion_vectors == 1
     (puffin,) = warehouse.rglob("*.puffin")
     table.refresh()
     assert [d.file_path for d in dvs(table).values()] == [str(puffin)]

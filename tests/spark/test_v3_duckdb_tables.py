@@ -43,7 +43,7 @@ def test_we_compact_a_duckdb_v3_table_and_duckdb_reads_the_same_rows_and_row_ids
     result = rewrite_data_files(
         spark, catalog, RewriteDataFilesOptions(table=name, rewrite_all=True)
     )
-    assert result["failed_groups"] == [] and result["rewritten_data_files"] >= 3, result
+    assert result.failed_groups == [] and result.rewritten_data_files >= 3, result
     table = catalog.load_table(name)
     assert table.health().totals.deletion_vectors.files == 0
     assert len(list(table.scan().plan_files())) < 4

@@ -143,7 +143,7 @@ def _compact(spark: SparkSession, catalog: SqlCatalog, **options: Any) -> Table:
     result = compact(
         spark, catalog, RewriteDataFilesOptions(table=TABLE, rewrite_all=True, **options)
     )
-    assert result["added_data_files"] > 0 and not result["failed_groups"]
+    assert result.added_data_files > 0 and not result.failed_groups
     return catalog.load_table(TABLE)
 
 

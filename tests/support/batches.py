@@ -115,7 +115,7 @@ def feed(
         properties=dict(properties or {}),
         **keyed,
     )
-    assert ingest(spark, catalog, options, source=frame)["status"] == "committed"
+    assert ingest(spark, catalog, options, source=frame).status == "committed"
     model.apply(mode, rows)
 
 

@@ -43,6 +43,8 @@ from icefloe_airflow.job_process import connect_command, connect_environment
 
 from spark_jobs.specs import JobOptions
 from spark_jobs.specs.argv import REMOTE_ENV
+from spark_jobs.specs.results import JobResult
+from spark_jobs.specs.results import result_of as read_result
 from tests.support.spark import QUIET_LOG4J2
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -228,7 +230,7 @@ def spark_connect_fixture(tmp_path_factory: pytest.TempPathFactory) -> Iterator[
         yield server
 
 
-JobRun = Callable[[str, JobOptions], dict[str, Any]]
+JobRun = Callable[[str, JobOptions], JobResult]
 
 
 def result_of(done: subprocess.CompletedProcess[str]) -> dict[str, Any]:
@@ -240,7 +242,8 @@ def result_of(done: subprocess.CompletedProcess[str]) -> dict[str, Any]:
 
 @pytest.fixture(params=["classic", "connect"])
 def job_runner(request: pytest.FixtureRequest, warehouse: Path) -> JobRun:
-    """`job_runner(job, options)`: the job's result, run on the tests' shared local session
+    """`job_runner(job, options)`: the job's result (its class, read back from the JSON a
+    Connect run prints), run on the tests' shared local session
     in this process, or as a client of the `spark_connect` server (`python -m spark_jobs`
     with `SPARK_REMOTE`, on the SQLite catalog in `warehouse`). A test that takes it runs
     once each way; `job_runner.kind` says which (the server starts only for a Connect run)."""
@@ -248,17 +251,20 @@ def job_runner(request: pytest.FixtureRequest, warehouse: Path) -> JobRun:
         spark = request.getfixturevalue("spark")
         catalog = request.getfixturevalue("catalog")
 
-        def classic(job: str, options: JobOptions) -> dict[str, Any]:
+        def classic(job: str, options: JobOptions) -> JobResult:
             job_module = importlib.import_module(f"spark_jobs.{job}")
-            return job_module.run(spark, catalog, options).to_dict()  # type: ignore[no-any-return]
+            return job_module.run(spark, catalog, options)  # type: ignore[no-any-return]
 
         run: Any = classic
     else:
         server: SparkConnectServer = request.getfixturevalue("spark_connect")
 
-        def connect(job: str, options: JobOptions) -> dict[str, Any]:
+        def connect(job: str, options: JobOptions) -> JobResult:
             args = ["--warehouse", str(warehouse), *options.to_argv()]
-            return result_of(server.run_job(job, args, cwd=warehouse.parent))
+            printed = result_of(server.run_job(job, args, cwd=warehouse.parent))
+            typed = read_result(job, printed)
+            assert typed is not None, job
+            return typed
 
         run = connect
     run.kind = request.param

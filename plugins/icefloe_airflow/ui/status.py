@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from icecore.catalog.locations import Overlap, catalog_directories, overlaps
+from icecore.catalog.directories import Overlap, catalog_directories, overlaps
 from icecore.health import HealthReport
 from icefloe_airflow.fleet.config import PolicyLayers
 from icefloe_airflow.health_history import ensure_schema as ensure_history
@@ -110,14 +110,6 @@ class TableStatus:
     @property
     def last_ingest(self) -> MaintenanceRun | None:
         return self.last_runs.get(INGEST_JOB)
-
-    @property
-    def maintenance_runs(self) -> list[MaintenanceRun]:
-        return [r for r in self.recent_runs if r.job != INGEST_JOB]
-
-    @property
-    def ingest_runs(self) -> list[MaintenanceRun]:
-        return [r for r in self.recent_runs if r.job == INGEST_JOB]
 
     def to_dict(self, *, detail: bool = False) -> dict[str, Any]:
         """JSON form; `detail` adds partitions, the policy and the recent runs."""

@@ -8,16 +8,15 @@ import pytest
 from pyiceberg.catalog.sql import SqlCatalog as PyIcebergSqlCatalog
 
 from icecore.catalog import SqlCatalog
-from icecore.catalog.locations import (
+from icecore.catalog.directories import (
     DirectoryIndex,
     TableDirectories,
     catalog_directories,
-    is_within,
-    location_key,
     overlaps,
     placement_conflict,
 )
 from icecore.errors import AlreadyExistsError
+from icecore.io.locations import location_key
 from icecore.spec.schema import Schema
 from icecore.spec.types import LongType, NestedField
 
@@ -26,20 +25,6 @@ SCHEMA = Schema((NestedField(1, "id", LongType(), required=True),))
 
 def dirs(name: str, location: str, **properties: str) -> TableDirectories:
     return TableDirectories.of(name, location, properties)
-
-
-def test_location_keys_equal_for_every_spelling_of_one_object() -> None:
-    assert location_key("s3a://b//wh/t/") == location_key("s3://b/wh/t")
-    assert location_key("file:///wh/t") == location_key("/wh/t") == location_key("file:/wh/t")
-    assert location_key("gcs://b/t") == location_key("gs://b/t")
-    assert location_key("s3://b/t") != location_key("s3://c/t")
-
-
-def test_within_is_component_wise() -> None:
-    assert is_within("s3://b/wh/db/t/data/x.parquet", "s3://b/wh/db/t")
-    assert is_within("s3://b/wh/db/t", "s3a://b/wh/db/t/")
-    assert not is_within("s3://b/wh/db/t_2/data/x.parquet", "s3://b/wh/db/t")
-    assert not is_within("/wh/db/t", "/wh/db/t/data")
 
 
 def test_a_file_belongs_to_the_table_holding_it_most_deeply() -> None:

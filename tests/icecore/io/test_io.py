@@ -198,21 +198,6 @@ def test_gcs_properties() -> None:
     assert filesystem.equals(expected)
 
 
-@pytest.mark.parametrize(
-    ("location", "problem"),
-    [
-        ("ftp://host/file", "unsupported scheme 'ftp'"),
-        ("s3:///no-bucket", "lacks a bucket"),
-        ("abfss://no-container/x", "container@account"),
-        ("file://otherhost/tmp/x", "remote host"),
-        ("", "empty location"),
-    ],
-)
-def test_unusable_locations(location: str, problem: str) -> None:
-    with pytest.raises(FileError, match=problem):
-        FileIO().resolve(location)
-
-
 def test_bad_boolean_property_is_named() -> None:
     with pytest.raises(FileError, match=r"s3.path-style-access: .*'yes'"):
         FileIO({"s3.path-style-access": "yes"}).resolve("s3://b/k")

@@ -1,9 +1,10 @@
-"""Comparing file locations the way Iceberg's `DeleteOrphanFiles` does.
+"""Which listed files are orphans, compared the way Iceberg's `DeleteOrphanFiles` does.
 
 A listed file and a file the metadata references are the same file when their paths agree
 (scheme and authority aside, duplicate slashes collapsed). Their schemes and authorities must
-then agree too, after the declared equivalences (`s3a` and `s3n` are `s3` by default, as in
-Iceberg); a component missing on either side (`/t/x` against `file:/t/x`) agrees with
+then agree too, after the declared equivalences (S3's spellings, `s3a` and `s3n`, are `s3` by
+default, as in Iceberg; the other aliases of `icecore.io.locations.ALIASES` only when
+declared); a component missing on either side (`/t/x` against `file:/t/x`) agrees with
 anything. When the paths agree and a scheme or an authority does not, nobody can say whether
 the listed file is the referenced one: that is a prefix mismatch, which is an error unless
 the user chose to ignore such files or delete them.
@@ -15,9 +16,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from icecore.catalog.locations import SplitLocation, split_location
+from icecore.io.locations import ALIASES, SCHEMES, SplitLocation, Store, split_location
 
-DEFAULT_EQUAL_SCHEMES = {"s3a": "s3", "s3n": "s3"}
+# Iceberg's default `equal_schemes`: `s3a,s3n => s3`.
+DEFAULT_EQUAL_SCHEMES = {a: s for a, s in ALIASES.items() if SCHEMES[s] is Store.S3}
 
 
 @dataclass(frozen=True)

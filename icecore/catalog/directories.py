@@ -19,22 +19,21 @@ icecore does:
 - `placement_conflict` refuses a new table that would share another's location or live in
   another's data or metadata directory (nesting under a table's root stays allowed).
 
-Locations compare by scheme, authority and path, with `s3a`/`s3n` as `s3`, `gcs` as `gs`,
-`abfs` as `abfss`, `wasb` as `wasbs` and `file` as a bare path, and duplicate slashes
-collapsed: the spellings other engines write for the same object.
+Locations compare by `icecore.io.locations.location_key`: every spelling other engines write
+for the same object (`s3a://` for `s3://`, `file:` for a bare path, ...) is one.
 """
 
 from __future__ import annotations
 
 import gzip
 import json
-import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from icecore.errors import IcecoreError
+from icecore.io.locations import Key, key_within, location_key
 from icecore.location_provider import data_location, metadata_directory, strip_trailing_slash
 
 if TYPE_CHECKING:
@@ -42,40 +41,6 @@ if TYPE_CHECKING:
     from icecore.io import FileIO
 
 DEFAULT_THREADS = 16
-
-_SLASHES = re.compile(r"/{2,}")
-_CANONICAL_SCHEMES = {"s3a": "s3", "s3n": "s3", "gcs": "gs", "abfs": "abfss", "wasb": "wasbs"}
-
-
-class SplitLocation(NamedTuple):
-    scheme: str  # lower case, "" for a bare path
-    authority: str  # "" when there is none
-    path: str  # duplicate slashes collapsed, no trailing slash
-
-
-def split_location(location: str) -> SplitLocation:
-    scheme, sep, rest = location.partition(":")
-    if not sep or len(scheme) == 1 or "/" in scheme:  # bare path or Windows drive
-        scheme, rest = "", location
-    authority = ""
-    if rest.startswith("//"):
-        authority, slash, tail = rest[2:].partition("/")
-        rest = slash + tail
-    path = _SLASHES.sub("/", rest)
-    if len(path) > 1:
-        path = path.rstrip("/")
-    return SplitLocation(scheme.lower(), authority, path)
-
-
-Key = tuple[str, str, str]
-
-
-def location_key(location: str) -> Key:
-    """`location` as (canonical scheme, authority, path): equal for every spelling of one
-    object."""
-    scheme, authority, path = split_location(location)
-    scheme = _CANONICAL_SCHEMES.get(scheme, scheme)
-    return ("", "", path) if scheme == "file" else (scheme, authority, path)
 
 
 def _ancestors(key: Key) -> Iterator[Key]:
@@ -87,19 +52,6 @@ def _ancestors(key: Key) -> Iterator[Key]:
             return
         parent = path.rsplit("/", 1)[0]
         path = parent or "/"
-
-
-def _contains(outer: Key, inner: Key) -> bool:
-    """Whether the object `inner` is the directory `outer` or lies under it, component-wise
-    (`t_2` is not under `t`)."""
-    if outer[:2] != inner[:2]:
-        return False
-    return inner[2] == outer[2] or inner[2].startswith(outer[2].rstrip("/") + "/")
-
-
-def is_within(location: str, directory: str) -> bool:
-    """Whether `location` is `directory` or lies under it (`t_2` is not under `t`)."""
-    return _contains(location_key(directory), location_key(location))
 
 
 class Tree(NamedTuple):
@@ -204,20 +156,20 @@ def placement_conflict(new: TableDirectories, others: Iterable[TableDirectories]
         if new.root.key == other.root.key:
             return f"table {other.name} already uses location {other.location}"
         for theirs in other.write_trees:
-            if _contains(theirs.key, new.root.key):
+            if key_within(new.root.key, theirs.key):
                 return (
                     f"its location {new.location} lies inside the {theirs.kind} directory of "
                     f"table {other.name} ({theirs.location})"
                 )
         for mine in new.write_trees:
-            if _contains(mine.key, other.root.key):
+            if key_within(other.root.key, mine.key):
                 return (
                     f"table {other.name} ({other.location}) would lie inside its {mine.kind} "
                     f"directory {mine.location}"
                 )
         for mine in new.write_trees:
             for theirs in other.write_trees:
-                if _contains(theirs.key, mine.key) or _contains(mine.key, theirs.key):
+                if key_within(mine.key, theirs.key) or key_within(theirs.key, mine.key):
                     return (
                         f"its {mine.kind} directory {mine.location} overlaps the {theirs.kind} "
                         f"directory {theirs.location} of table {other.name}"
