@@ -177,13 +177,6 @@ PACKAGES = {
     "spark_jobs": ROOT / "spark_jobs",
     "icefloe_airflow": ROOT / "plugins" / "icefloe_airflow",
 }
-# Cycles kept on purpose, each with why it cannot be broken without harm.
-ACCEPTED_CYCLES = {
-    # A field validates and decodes its v3 defaults (Appendix D JSON) with the single-value
-    # codec, which dispatches on the type classes, structs of fields included: one unit in two
-    # modules (1,300 lines together), joined by types' import of conversions on first use.
-    frozenset({"icecore.spec.types", "icecore.spec.conversions"}),
-}
 
 
 def package_modules(packages: dict[str, Path]) -> dict[str, Path]:
@@ -279,7 +272,7 @@ def test_no_import_cycles_among_our_modules() -> None:
     modules = package_modules(PACKAGES)
     assert "icecore.io.fileio" in modules and "icefloe_airflow.results" in modules
     cycles = import_cycles(import_graph(modules))
-    assert [c for c in cycles if frozenset(c) not in ACCEPTED_CYCLES] == []
+    assert cycles == []
 
 
 def test_the_cycle_check_sees_runtime_edges_only(tmp_path: Path) -> None:

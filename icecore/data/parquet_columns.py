@@ -21,6 +21,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from icecore.data.arrow_schema import FIELD_ID_KEY
+from icecore.spec.defaults import initial_default_value
 from icecore.spec.metadata_columns import ROW_LINEAGE
 from icecore.spec.types import IcebergType, ListType, MapType, NestedField, StructType
 
@@ -82,7 +83,7 @@ def project_column(
 def _missing(field: NestedField, target: pa.DataType, rows: int) -> pa.Array:
     """A column the file lacks: its `initial-default` (v3; spec "Column Projection"), else
     null, in every row."""
-    value = field.initial_default_value()
+    value = initial_default_value(field)
     if value is None:
         return pa.nulls(rows, target)
     return pa.repeat(pa.scalar(_arrow_value(value, target), target), rows)

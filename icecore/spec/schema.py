@@ -17,6 +17,7 @@ from functools import cached_property
 from typing import Any
 
 from icecore.errors import ValidationError
+from icecore.spec.defaults import check_defaults
 from icecore.spec.types import (
     IcebergType,
     ListType,
@@ -59,6 +60,7 @@ class Schema:
     def __post_init__(self) -> None:
         seen: dict[int, str] = {}
         for name, f in _walk(self.struct):
+            check_defaults(f)
             if f.field_id in seen:
                 raise ValidationError(
                     f"schema {self.schema_id}: field id {f.field_id} is used by both "

@@ -18,7 +18,7 @@ write their values refuses with a message instead of corrupting them.
 
 Struct fields carry the v3 default values (`initial-default`, `write-default`) as the JSON of
 Appendix D, exactly as the metadata spelled it, so rewriting metadata reproduces it byte for
-byte; `NestedField.initial_default_value()` gives the in-memory value a reader fills in.
+byte; `icecore.spec.defaults` gives the in-memory value a reader fills in.
 """
 
 from __future__ import annotations
@@ -328,7 +328,7 @@ class _JsonNull:
 
 JSON_NULL: Final = _JsonNull()
 # Types whose defaults the spec requires to be null ("Default values").
-_NULL_DEFAULT_ONLY: tuple[type[IcebergType], ...] = (
+NULL_DEFAULT_ONLY: tuple[type[IcebergType], ...] = (
     UnknownType,
     VariantType,
     GeometryType,
@@ -343,9 +343,8 @@ class NestedField:
     `initial_default` and `write_default` (spec "Default values", v3) hold the JSON
     single-value form of Appendix D exactly as the metadata spelled it, because rewriting
     metadata must not change it (`"000102FF"` stays upper case, `1.0` stays a float): None
-    means no default, `JSON_NULL` an explicit `null`. They are validated against the type when
-    the field is built. Readers use `initial_default_value()` / `write_default_value()` for
-    the in-memory value, and `with_defaults` builds the JSON from in-memory values.
+    means no default, `JSON_NULL` an explicit `null`. `icecore.spec.defaults` reads and builds
+    them, and a `Schema` checks them against their types when it is built.
     """
 
     field_id: int
@@ -363,12 +362,6 @@ class NestedField:
                 f"field {self.name!r} (id {self.field_id}) has type unknown and so must be "
                 "optional: its values are always null"
             )
-        for key, raw in (
-            ("initial-default", self.initial_default),
-            ("write-default", self.write_default),
-        ):
-            if raw is not None and raw is not JSON_NULL:
-                self._parse_default(raw, key, shallow=True)
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -399,103 +392,6 @@ class NestedField:
             )
         except KeyError as exc:
             raise ValidationError(f"struct field {obj!r} lacks {exc.args[0]!r}") from None
-
-    def initial_default_value(self) -> Any:
-        """The value of this field in rows written before it was added (spec "Column
-        Projection": a data file without the column reads this), in memory; None for null.
-
-        A struct field's default is a struct whose missing fields take their own
-        `initial-default` (spec "Default values": `{}` means "each field's default").
-        """
-        return self._default_value("initial_default")
-
-    def write_default_value(self) -> Any:
-        """The value a writer stores when it is not given one, in memory; None for null."""
-        return self._default_value("write_default")
-
-    def with_defaults(self, initial: Any = None, write: Any = None) -> NestedField:
-        """This field with defaults given as in-memory values (None: no default).
-
-        A struct field's default may only be None or `{}`: its fields' defaults belong to
-        those fields (spec "Default values").
-        """
-
-        def encode(value: Any) -> Any:
-            if value is None:
-                return None
-            if isinstance(self.field_type, StructType):
-                if value != {}:
-                    raise ValidationError(
-                        f"the default of struct field {self.name!r} can only be null or {{}}; "
-                        "set its fields' defaults on the fields"
-                    )
-                return {}
-            return _conversions().value_to_json(self.field_type, value)
-
-        return NestedField(
-            self.field_id,
-            self.name,
-            self.field_type,
-            self.required,
-            self.doc,
-            encode(initial),
-            encode(write),
-        )
-
-    def _default_value(self, attribute: str) -> Any:
-        raw = getattr(self, attribute)
-        if raw is None or raw is JSON_NULL:
-            return None
-        key = attribute.replace("_", "-")
-        t = self.field_type
-        if isinstance(t, StructType):
-            self._parse_default(raw, key, shallow=True)
-            return {
-                f.name: self._parse_child(f, raw[str(f.field_id)], key)
-                if str(f.field_id) in raw
-                else f._default_value(attribute)
-                for f in t.fields
-            }
-        return self._parse_default(raw, key, shallow=False)
-
-    def _parse_child(self, child: NestedField, raw: Any, key: str) -> Any:
-        try:
-            return _conversions().value_from_json(child.field_type, raw)
-        except ValidationError as exc:
-            raise ValidationError(
-                f"{key} of field {self.name!r} (id {self.field_id}), field {child.name!r}: {exc}"
-            ) from None
-
-    def _parse_default(self, raw: Any, key: str, *, shallow: bool) -> Any:
-        """The in-memory value of a default; `shallow` checks a struct's own values only (its
-        missing fields' defaults are checked when those fields are built)."""
-        where = f"{key} of field {self.name!r} (id {self.field_id})"
-        if isinstance(self.field_type, _NULL_DEFAULT_ONLY):
-            raise ValidationError(
-                f"{where}: a {self.field_type} column must default to null, got {raw!r}"
-            )
-        if isinstance(self.field_type, StructType):
-            if not isinstance(raw, dict):
-                raise ValidationError(f"{where}: a struct default is a JSON object, got {raw!r}")
-            if shallow:
-                known = {str(f.field_id): f for f in self.field_type.fields}
-                for k, v in raw.items():
-                    if k not in known:
-                        raise ValidationError(f"{where}: the struct has no field id {k}")
-                    self._parse_child(known[k], v, key)
-                return None
-        try:
-            return _conversions().value_from_json(self.field_type, raw)
-        except ValidationError as exc:
-            raise ValidationError(f"{where}: {exc}") from None
-
-
-def _conversions() -> Any:
-    """`icecore.spec.conversions`, which holds the JSON single-value codec (Appendix D) next to
-    the binary one; it imports this module, so it is imported on first use."""
-    from icecore.spec import conversions  # noqa: PLC0415 (import cycle)
-
-    return conversions
 
 
 def _raw_json(raw: Any) -> Any:

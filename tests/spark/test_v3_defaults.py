@@ -11,6 +11,7 @@ import pyarrow.parquet as pq
 from pyspark.sql import SparkSession
 
 from icecore.catalog import Catalog
+from icecore.spec.defaults import with_defaults
 from icecore.spec.metadata_builder import MetadataBuilder
 from icecore.spec.schema import Schema
 from icecore.spec.types import DecimalType, NestedField, StringType
@@ -30,8 +31,8 @@ def test_compaction_fills_old_rows_with_the_initial_default(
     table = catalog.load_table(name)
     schema = table.metadata.schema()
     added = (
-        NestedField(10, "region", StringType()).with_defaults(initial="eu", write="eu"),
-        NestedField(11, "rate", DecimalType(9, 2)).with_defaults(initial=Decimal("1.50")),
+        with_defaults(NestedField(10, "region", StringType()), initial="eu", write="eu"),
+        with_defaults(NestedField(11, "rate", DecimalType(9, 2)), initial=Decimal("1.50")),
     )
     builder = MetadataBuilder(table.metadata)
     builder.add_schema(Schema((*schema.fields, *added)))

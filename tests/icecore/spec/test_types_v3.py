@@ -34,6 +34,12 @@ from icecore.spec.conversions import (
     value_from_json,
     value_to_json,
 )
+from icecore.spec.defaults import (
+    check_defaults,
+    initial_default_value,
+    with_defaults,
+    write_default_value,
+)
 from icecore.spec.hashing import bucket_hash
 from icecore.spec.manifest_list import PartitionFieldStats
 from icecore.spec.schema import Schema, stored_fields, unsupported_columns
@@ -274,7 +280,7 @@ def test_v3_schema_round_trips_byte_for_byte() -> None:
 def test_explicit_null_defaults_are_kept_apart_from_missing_ones() -> None:
     point = Schema.from_json(V3_SCHEMA_JSON).find_field("point")
     assert point.write_default is JSON_NULL
-    assert point.write_default_value() is None
+    assert write_default_value(point) is None
     assert "write-default" in point.to_json() and point.to_json()["write-default"] is None
     assert "initial-default" not in Schema.from_json(V3_SCHEMA_JSON).find_field(2).to_json()
 
@@ -360,10 +366,10 @@ def test_defaults_round_trip_and_give_the_in_memory_value(t: Any, text: Any, val
     as_json = json.dumps(field.to_json())
     again = NestedField.from_json(json.loads(as_json))
     assert json.dumps(again.to_json()) == as_json
-    assert again.initial_default_value() == value
-    assert again.write_default_value() == value
-    built = NestedField(1, "c", t).with_defaults(initial=value, write=value)
-    assert built.initial_default == text and built.initial_default_value() == value
+    assert initial_default_value(again) == value
+    assert write_default_value(again) == value
+    built = with_defaults(NestedField(1, "c", t), initial=value, write=value)
+    assert built.initial_default == text and initial_default_value(built) == value
 
 
 def test_pyiceberg_reads_our_defaults_as_the_same_values() -> None:
@@ -389,7 +395,7 @@ def test_pyiceberg_reads_our_defaults_as_the_same_values() -> None:
     theirs = PyIcebergSchema.model_validate_json(payload)
     for field in fields:
         other = theirs.find_field(field.field_id)
-        assert ours(other.initial_default) == field.initial_default_value(), field.name
+        assert ours(other.initial_default) == initial_default_value(field), field.name
 
 
 def test_the_spec_point_example() -> None:
@@ -397,22 +403,22 @@ def test_the_spec_point_example() -> None:
     x = NestedField(9, "x", IntegerType(), True, initial_default=0, write_default=0)
     y = NestedField(10, "y", IntegerType(), True, initial_default=0, write_default=0)
     struct = StructType(x, y)
-    assert NestedField(8, "point", struct).initial_default_value() is None
+    assert initial_default_value(NestedField(8, "point", struct)) is None
     with_empty = NestedField(8, "point", struct, initial_default={}, write_default={})
-    assert with_empty.initial_default_value() == {"x": 0, "y": 0}
-    assert with_empty.write_default_value() == {"x": 0, "y": 0}
+    assert initial_default_value(with_empty) == {"x": 0, "y": 0}
+    assert write_default_value(with_empty) == {"x": 0, "y": 0}
     # A field value given in the struct's default wins over the field's own default.
     partial = NestedField(8, "point", struct, initial_default={"10": -1})
-    assert partial.initial_default_value() == {"x": 0, "y": -1}
+    assert initial_default_value(partial) == {"x": 0, "y": -1}
     # Nested structs: each level takes its fields' defaults.
     outer = NestedField(
         20, "outer", StructType(NestedField(8, "point", struct, initial_default={})),
         initial_default={},
     )  # fmt: skip
-    assert outer.initial_default_value() == {"point": {"x": 0, "y": 0}}
-    assert NestedField(8, "point", struct).with_defaults(initial={}).initial_default == {}
+    assert initial_default_value(outer) == {"point": {"x": 0, "y": 0}}
+    assert with_defaults(NestedField(8, "point", struct), initial={}).initial_default == {}
     with pytest.raises(ValidationError, match="only be null or"):
-        NestedField(8, "point", struct).with_defaults(initial={"x": 1})
+        with_defaults(NestedField(8, "point", struct), initial={"x": 1})
 
 
 def test_struct_values_inside_a_default_miss_fields_as_null() -> None:
@@ -422,7 +428,7 @@ def test_struct_values_inside_a_default_miss_fields_as_null() -> None:
         NestedField(31, "a", IntegerType(), initial_default=5), NestedField(32, "b", StringType())
     )
     field = NestedField(30, "l", ListType(33, element), initial_default=[{"32": "x"}])
-    assert field.initial_default_value() == [{"a": None, "b": "x"}]
+    assert initial_default_value(field) == [{"a": None, "b": "x"}]
     assert value_to_json(ListType(33, element), [{"a": None, "b": "x"}]) == [{"32": "x"}]
 
 
@@ -458,10 +464,12 @@ def test_explicit_null_survives_pickling() -> None:
         (StructType(NestedField(1, "a", IntegerType())), {"2": 1}, "no field id 2"),
     ],
 )
-def test_invalid_defaults_are_refused_when_the_field_is_built(t: Any, raw: Any, why: str) -> None:
+def test_invalid_defaults_are_refused_when_the_schema_is_built(t: Any, raw: Any, why: str) -> None:
+    field = {"id": 1, "name": "c", "required": False, "type": t.to_json(), "initial-default": raw}
     with pytest.raises(ValidationError, match=why):
-        NestedField.from_json({"id": 1, "name": "c", "required": False, "type": t.to_json(),
-                               "initial-default": raw})  # fmt: skip
+        Schema.from_json({"type": "struct", "schema-id": 0, "fields": [field]})
+    with pytest.raises(ValidationError, match=why):
+        check_defaults(NestedField.from_json(field))
 
 
 def test_defaults_accept_what_the_spec_and_java_allow() -> None:
