@@ -64,7 +64,8 @@ def configure(spark: SparkSession) -> SparkSession:
 
 def get_session(app_name: str, remote: str | None = None) -> SparkSession:
     """The job's session: on the Spark Connect server `remote` (else `$SPARK_REMOTE`) names,
-    with icefloe's packages shipped to it; else the one spark-submit configured, with Spark's
+    with icefloe's packages shipped to it; else the one spark-submit configured (or a local
+    one started here, its Python workers on this interpreter: `_workers_python`), with Spark's
     own log at warnings (people read the job's lines; Spark's INFO drowned them). The Iceberg
     settings are on either way."""
     url = remote or os.environ.get(REMOTE_ENV)
@@ -74,35 +75,40 @@ def get_session(app_name: str, remote: str | None = None) -> SparkSession:
 
     builder = SparkSession.builder.appName(app_name).config("spark.ui.showConsoleProgress", "false")
     session = configure(builder.getOrCreate())
+    context = session.sparkContext
     if os.environ.get(SPARK_LOGGING_ENV) != "configured":
-        session.sparkContext.setLogLevel("WARN")
-    _local_workers_run_this_python(session)
+        context.setLogLevel("WARN")
+    python = _workers_python(str(context.master))
+    if python is not None:  # taken when a task's function is built: no task has run yet
+        context.pythonExec = python
+        os.environ["PYSPARK_PYTHON"] = python  # and any session started after this one
     return session
 
 
-def _local_workers_run_this_python(session: SparkSession) -> None:
-    """Spark's Python workers run `$PYSPARK_PYTHON`, else `python3` from PATH: under
+def _workers_python(master: str) -> str | None:
+    """The interpreter a job's local Spark should run its Python workers on, if not what
+    PySpark chose.
+
+    Spark's Python workers run `$PYSPARK_PYTHON`, else `python3` from PATH. Under
     spark-submit the launcher sets the variable (from `spark.pyspark.python` or the
     environment); a job run with Python (`python spark_jobs/main.py`, `python -m spark_jobs`)
     starts Spark itself, and from a plain shell `python3` is the system's, without the jobs'
     packages: every task failed after the whole plan had run (`No module named 'fastavro'`).
     So on a local master, whose workers run on this machine, they run this interpreter
     unless the user named one. The master is Spark's own (spark-defaults.conf,
-    `PYSPARK_SUBMIT_ARGS`), hence read once the context exists; no Python task has run yet,
-    and PySpark takes the interpreter when a task's function is built. A cluster's executors
-    keep `python3` (or what the user set): this machine's path means nothing there."""
-    context = session.sparkContext
+    `PYSPARK_SUBMIT_ARGS`), hence read once the context exists, before any task. A cluster's
+    executors keep `python3` (or what the user set): this machine's path means nothing
+    there."""
     if os.environ.get("PYSPARK_GATEWAY_PORT") or os.environ.get("PYSPARK_PYTHON"):
-        return  # spark-submit started this driver, or the user chose
-    if not str(context.master).startswith("local"):
-        return
+        return None  # spark-submit started this driver, or the user chose
+    if not master.startswith("local"):
+        return None
     if not sys.executable:
         raise JobError(
             "cannot tell which Python Spark's workers should run (this interpreter does not "
             "know its own path): set PYSPARK_PYTHON to a Python with icefloe installed"
         )
-    context.pythonExec = sys.executable
-    os.environ["PYSPARK_PYTHON"] = sys.executable  # and any session started after this one
+    return sys.executable
 
 
 class OnDemandSession:
