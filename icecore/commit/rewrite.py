@@ -24,7 +24,7 @@ from icecore.commit.merging import MergingSnapshotProducer
 from icecore.commit.rebase import NOTHING, DeleteFileWriter, DeleteRebase, Rebased
 from icecore.commit.validation import Validator
 from icecore.data.position_maps import PositionMap
-from icecore.errors import ValidationError
+from icecore.errors import CommitConflictError, ValidationError
 from icecore.spec.manifest import DataFile, FileContent, content_key
 from icecore.spec.manifest_list import ManifestFile
 from icecore.spec.metadata import TableMetadata
@@ -46,6 +46,7 @@ class RewriteFiles(MergingSnapshotProducer):
         self._removes_deletes = False
         self._use_starting_sequence_number = False
         self._rebase: DeleteRebase | None = None
+        self._written_with: tuple[int, int | None] | None = None
 
     def rewrite_files(
         self: W,
@@ -92,6 +93,14 @@ class RewriteFiles(MergingSnapshotProducer):
         self._use_starting_sequence_number = True
         return self
 
+    def validate_written_with(self: W, schema_id: int, spec_id: int | None = None) -> W:
+        """Fail if the table's current schema is no longer `schema_id` (or, given, its
+        default partition spec no longer `spec_id`): the new files were written for those,
+        and a rewrite that lands after a schema or spec change would commit files laid out
+        for the old one; planned again, it writes for the new."""
+        self._written_with = (schema_id, spec_id)
+        return self
+
     def rebase_concurrent_deletes(
         self: W, positions: PositionMap, writer: DeleteFileWriter | None = None
     ) -> W:
@@ -119,6 +128,8 @@ class RewriteFiles(MergingSnapshotProducer):
             raise ValidationError(f"{name}: data files to add need data files to replace")
         if self._new_deletes.keys() - rebased and not self._removes_deletes:
             raise ValidationError(f"{name}: delete files to add need delete files to replace")
+        if self._written_with is not None:
+            _check_layout(name, validator.base, *self._written_with)
         if self._use_starting_sequence_number:
             if self.starting_snapshot_id is None:
                 raise ValidationError(f"{name}: the table had no snapshot when the rewrite began")
@@ -172,3 +183,17 @@ class RewriteFiles(MergingSnapshotProducer):
                 f"{replaced_records} replaced records"
             )
         return manifests
+
+
+def _check_layout(name: str, base: TableMetadata, schema_id: int, spec_id: int | None) -> None:
+    if base.current_schema_id != schema_id:
+        raise CommitConflictError(
+            f"{name}: the table's schema changed (id {schema_id} -> {base.current_schema_id}) "
+            "after the rewrite planned; its files were written for the old one"
+        )
+    if spec_id is not None and base.default_spec_id != spec_id:
+        raise CommitConflictError(
+            f"{name}: the table's partition spec changed (id {spec_id} -> "
+            f"{base.default_spec_id}) after the rewrite planned; its files were written for "
+            "the old one"
+        )

@@ -19,6 +19,7 @@ from icecore.commit.rewrite import RewriteFiles
 from icecore.data.position_maps import Segment, SegmentMap
 from icecore.errors import CommitConflictError
 from icecore.spec.manifest import DataFile
+from icecore.spec.types import StringType
 from icecore.table import Table
 from tests.support.committing import (
     CatalogTable,
@@ -246,3 +247,22 @@ def test_without_merging_a_concurrent_dv_is_a_conflict(catalog: SqlCatalog) -> N
     with pytest.raises(CommitConflictError, match="found new position delete"):
         conversion.commit()
     assert ids(t.table.refresh()) == [1, 2, 3]
+
+
+def test_a_schema_or_spec_change_after_the_plan_gives_way(catalog: SqlCatalog) -> None:
+    """The rewrite's files were written for the schema and spec it planned with: a change to
+    either in between is a conflict saying so (re-planned, it writes for the new ones)."""
+    t = v3_files(catalog)
+    for change in ("schema", "spec"):
+        other = t.load()
+        planned = t.table.refresh().metadata
+        compacted = t.data([{"id": 10, "cat": "b"}, {"id": 11, "cat": "b"}])
+        rewrite = t.table.new_rewrite().rewrite_files([t["b1"]], [compacted])
+        rewrite.validate_written_with(planned.current_schema_id, planned.default_spec_id)
+        if change == "schema":
+            other.update_schema().add_column("note", StringType()).commit()
+        else:
+            other.update_spec().add_field("id", "bucket[4]").commit()
+        with pytest.raises(CommitConflictError, match=f"partition spec changed|{change} changed"):
+            rewrite.commit()
+        assert ids(t.table.refresh()) == [1, 2, 3, 10, 11]
