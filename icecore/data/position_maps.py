@@ -10,7 +10,8 @@ place and are left out: their delete is already applied.
 `SegmentMap` is the map of a bin-pack, which writes each input file's live rows in order: an
 input split becomes one or more runs of consecutive output rows (a `Segment` per output file
 it reaches), so the map is a few segments per input file plus the positions the rewrite
-dropped, kept as compressed bitmaps. Its size grows with the deleted rows, not the rewritten
+dropped, kept as compressed bitmaps. Every row the rewrite wrote lies in a segment, so a
+position of an input that no segment holds was dropped. Its size grows with the deleted rows, not the rewritten
 ones (`nbytes`). A task builds its part with a `SegmentRecorder`: what it read, batch by
 batch, then the files its writer cut the rows into.
 """
@@ -18,7 +19,7 @@ batch, then the files its writer cut the rows into.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -66,11 +67,13 @@ class Segment:
 class SegmentMap:
     """A bin-pack's `PositionMap`: segments, and each input file's dropped positions."""
 
-    def __init__(self) -> None:
+    def __init__(self, inputs: Iterable[str] = ()) -> None:
+        self._inputs = set(inputs)
         self._segments: dict[str, list[Segment]] = defaultdict(list)
         self._dropped: dict[str, bytes] = {}  # portable Roaring bitmaps, decoded on demand
 
     def add(self, segment: Segment) -> None:
+        self._inputs.add(segment.data_file)
         self._segments[segment.data_file].append(segment)
 
     def add_dropped(self, data_file: str, positions: np.ndarray) -> None:
@@ -84,7 +87,9 @@ class SegmentMap:
         self._dropped[data_file] = merged.to_portable()
 
     def covers(self, data_file: str) -> bool:
-        return data_file in self._segments
+        """Every row of an input the rewrite read is in a segment or was dropped; an input
+        whose rows were all dropped has no segment at all."""
+        return data_file in self._inputs
 
     def move(self, deleted: Mapping[str, np.ndarray]) -> Iterator[tuple[str, np.ndarray]]:
         for data_file, positions in deleted.items():
@@ -100,6 +105,8 @@ class SegmentMap:
             if not len(inside):
                 continue
             kept = inside[~np.isin(inside, dropped, assume_unique=True)]
+            if not len(kept):
+                continue
             before = np.searchsorted(dropped, kept) - np.searchsorted(dropped, segment.start)
             out[segment.new_file].append(segment.new_start + (kept - segment.start) - before)
         for new_file, chunks in out.items():

@@ -69,3 +69,12 @@ def test_a_map_costs_its_segments_and_dropped_rows_not_its_rows() -> None:
     assert positions.nbytes < 30_000
     assert not positions.covers("in-10")
     assert list(positions.move({"in-3": np.array([], np.int64)})) == []
+
+
+def test_an_input_whose_rows_were_all_dropped_is_covered_with_nowhere_to_go() -> None:
+    positions = SegmentMap(inputs=["gone", "kept"])
+    positions.add(Segment("kept", 0, 10, "out", 0))
+    positions.add_dropped("kept", np.array([3, 4]))
+    assert positions.covers("gone")
+    moved = list(positions.move({"gone": np.array([0, 5]), "kept": np.array([3, 4, 5])}))
+    assert [(new, p.tolist()) for new, p in moved] == [("out", [3])]
