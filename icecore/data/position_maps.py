@@ -11,9 +11,9 @@ place and are left out: their delete is already applied.
 input split becomes one or more runs of consecutive output rows (a `Segment` per output file
 it reaches), so the map is a few segments per input file plus the positions the rewrite
 dropped, kept as compressed bitmaps. Every row the rewrite wrote lies in a segment, so a
-position of an input that no segment holds was dropped. Its size grows with the deleted rows, not the rewritten
-ones (`nbytes`). A task builds its part with a `SegmentRecorder`: what it read, batch by
-batch, then the files its writer cut the rows into.
+position of an input that no segment holds was dropped. Its size grows with the deleted
+rows, not the rewritten ones (`nbytes`). A task builds its part with a `SegmentRecorder`:
+what it read, batch by batch, then the files its writer cut the rows into.
 """
 
 from __future__ import annotations
