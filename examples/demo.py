@@ -3,9 +3,10 @@
     python examples/demo.py [warehouse]        # default ./warehouse
 
 Everything is local and real: an Airflow home under `<warehouse>/.airflow`
-(examples/demo_home.py: its `airflow.cfg` points at this checkout's dags/ and plugins/, its
-SQLite metadata database holds the demo's runs and connections), a SQLite Iceberg catalog in
-the warehouse (`<warehouse>/catalog.db`), Spark in local mode through spark-submit.
+(examples/demo_home.py: its `airflow.cfg` points at this checkout's dags/ and plugins/), its
+metadata database with the demo's runs and connections (PostgreSQL, examples/demo_db.py,
+running while the demo runs), a SQLite Iceberg catalog in the warehouse
+(`<warehouse>/catalog.db`), Spark in local mode through spark-submit.
 Afterwards `make ui` serves the same Airflow, with the Iceberg page at /icefloe/ (README:
 "Open the demo in the Airflow UI"). Steps:
 
@@ -38,7 +39,8 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from demo_home import (  # beside this file
+import demo_db  # beside this file
+from demo_home import (
     ROOT,
     TABLE,
     airflow_home,
@@ -184,15 +186,23 @@ def run_dag(dag: Any, conf: dict[str, Any] | None = None) -> dict[str, str]:
     return states
 
 
-def prepare(warehouse: Path) -> dict[str, str]:
-    """The demo's Airflow home and metadata database; the environment its processes run in
-    (set in this process too: Airflow reads its configuration once, at import)."""
-    write_config(warehouse)
+def prepare(warehouse: Path, database: demo_db.Server) -> dict[str, str]:
+    """The demo's Airflow home and metadata database (on `database`); the environment its
+    processes run in (set in this process too: Airflow reads its configuration once, at
+    import)."""
+    home = airflow_home(warehouse)
+    write_config(warehouse, database_url=database.url)
     write_demo_files(warehouse)
+    # The SQLite metadata database of a demo made before issue 35 (see demo_db.py's why).
+    (home / "airflow.db").unlink(missing_ok=True)
     env = environment(warehouse)
     # Task logs go to the terminal in dag.test(); keep them to warnings and errors.
     env["AIRFLOW__LOGGING__LOGGING_LEVEL"] = "WARNING"
-    print(f"airflow: metadata database and connections in {airflow_home(warehouse)}", flush=True)
+    print(
+        f"airflow: metadata database (PostgreSQL on 127.0.0.1:{database.port}, its data in "
+        f"{demo_db.data_dir(home)}) and connections",
+        flush=True,
+    )
     migrate_metadata_db(warehouse, env)
     env.update(connection_env(warehouse))
     os.environ.update(env)
@@ -203,7 +213,14 @@ def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     warehouse = Path(args[0] if args else "warehouse").resolve()
     warehouse.mkdir(parents=True, exist_ok=True)
-    prepare(warehouse)
+    home = airflow_home(warehouse)
+    with demo_db.running(home, home / "logs" / "postgres.log") as database:
+        prepare(warehouse, database)
+        return demo(warehouse)
+
+
+def demo(warehouse: Path) -> int:
+    """Steps 1 to 4 (the module docstring), with the demo's Airflow prepared."""
 
     from demo_data import cdc_batches, live_rows  # noqa: PLC0415 (beside this file)
 

@@ -4,8 +4,9 @@ airflow ...` (README: "Open the demo in the Airflow UI").
 
 Everything the demo's Airflow processes must agree on is in the home's `airflow.cfg`, so that
 processes started by hand see the same Airflow as `make ui`:
-- the DAG and plugin folders (this checkout's dags/ and plugins/), the SQLite metadata
-  database, and the demo's `tables.yaml` (`[icefloe] tables_config`) and state store;
+- the DAG and plugin folders (this checkout's dags/ and plugins/), the metadata database (the
+  demo's PostgreSQL server, examples/demo_db.py, on the port it has this time), and the
+  demo's `tables.yaml` (`[icefloe] tables_config`) and state store;
 - one `[api_auth] jwt_secret` and `[api] secret_key`, generated once and kept: the
   scheduler signs the tokens its tasks show the api-server's Execution API, and the
   api-server signs the requests it makes to the log servers;
@@ -64,9 +65,13 @@ def airflow_home(warehouse: Path) -> Path:
     return warehouse / HOME_DIR
 
 
-def settings(warehouse: Path, port: int, log_ports: Mapping[str, int]) -> dict[str, dict[str, str]]:
-    """The settings the demo owns, by section (secrets are added by `write_config`)."""
+def settings(
+    warehouse: Path, port: int, log_ports: Mapping[str, int], database_url: str | None = None
+) -> dict[str, dict[str, str]]:
+    """The settings the demo owns, by section (secrets are added by `write_config`); the
+    metadata database's URL when one is given (it changes with the server's port)."""
     home = airflow_home(warehouse)
+    database = {"sql_alchemy_conn": database_url} if database_url else {}
     return {
         "core": {
             "dags_folder": str(ROOT / "dags"),
@@ -76,7 +81,7 @@ def settings(warehouse: Path, port: int, log_ports: Mapping[str, int]) -> dict[s
             "dags_are_paused_at_creation": "False",
             "execution_api_server_url": f"http://127.0.0.1:{port}/execution/",
         },
-        "database": {"sql_alchemy_conn": f"sqlite:///{home}/airflow.db"},
+        "database": database,
         "api": {"host": "127.0.0.1", "port": str(port)},
         "logging": {key: str(value) for key, value in log_ports.items()},
         "icefloe": {
@@ -87,17 +92,20 @@ def settings(warehouse: Path, port: int, log_ports: Mapping[str, int]) -> dict[s
 
 
 def write_config(
-    warehouse: Path, port: int = DEFAULT_PORT, log_ports: Mapping[str, int] = LOG_SERVER_PORTS
+    warehouse: Path,
+    port: int = DEFAULT_PORT,
+    log_ports: Mapping[str, int] = LOG_SERVER_PORTS,
+    database_url: str | None = None,
 ) -> Path:
-    """Write (or update) the home's `airflow.cfg`; the secrets already in it are kept.
-    Returns the file."""
+    """Write (or update) the home's `airflow.cfg`; the secrets already in it are kept, and so
+    is the database URL when none is given. Returns the file."""
     home = airflow_home(warehouse)
     home.mkdir(parents=True, exist_ok=True)
     path = home / "airflow.cfg"
     config = configparser.ConfigParser(interpolation=None)
     if path.exists():
         config.read(path, encoding="utf-8")
-    for section, values in settings(warehouse, port, log_ports).items():
+    for section, values in settings(warehouse, port, log_ports, database_url).items():
         if not config.has_section(section):
             config.add_section(section)
         for key, value in values.items():

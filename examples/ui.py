@@ -2,19 +2,21 @@
 
     python examples/ui.py [--port 8080] [warehouse]       # default ./warehouse
 
-Starts the four processes a working Airflow needs, on the demo's home (examples/demo_home.py,
-written by `make demo`): the api-server (the UI, the REST API and the Iceberg page, on
-127.0.0.1:PORT), the scheduler (runs the triggered tasks), the dag-processor (reads dags/) and
-the triggerer. They share the home's `airflow.cfg`, which this updates for PORT first (the
-Execution API's URL, free log-server ports) and which keeps one JWT secret, so the tasks the
-scheduler starts are accepted by the api-server; they run with this virtualenv's tools first
-on PATH (spark-submit), whatever the calling shell's PATH.
+Starts the demo's metadata database (PostgreSQL, examples/demo_db.py) and the four processes
+a working Airflow needs, on the demo's home (examples/demo_home.py, written by `make demo`):
+the api-server (the UI, the REST API and the Iceberg page, on 127.0.0.1:PORT), the scheduler
+(runs the triggered tasks), the dag-processor (reads dags/) and the triggerer. They share the
+home's `airflow.cfg`, which this updates first (the database's port, the Execution API's URL
+for PORT, free log-server ports) and which keeps one JWT secret, so the tasks the scheduler
+starts are accepted by the api-server; they run with this virtualenv's tools first on PATH
+(spark-submit), whatever the calling shell's PATH.
 
-Each process logs to `<home>/logs/ui/<process>.log`; this prints when the UI is ready, and
-stops everything on Ctrl-C or SIGTERM (each process's group: its workers, task processes and
-spark-submits too). If a process dies, the tail of its log is printed and the others are
-stopped. Exit status: 0 after Ctrl-C, 1 when a process died or the UI did not come up, 2 when
-there is no demo to open or the port is taken.
+Each process logs to `<home>/logs/ui/<process>.log`; this prints when the UI is ready (the
+four healthy, the api-server's Execution API built), and stops everything on Ctrl-C or
+SIGTERM (each process's group: its workers, task processes and spark-submits too; the
+database last, once nothing uses it). If a process dies, the tail of its log is printed and
+the others are stopped. Exit status: 0 after Ctrl-C, 1 when a process
+died or the UI did not come up, 2 when there is no demo to open or the port is taken.
 """
 
 from __future__ import annotations
@@ -36,7 +38,8 @@ from pathlib import Path
 from types import FrameType
 from typing import IO
 
-from demo_home import (  # beside this file
+import demo_db  # beside this file
+from demo_home import (
     DEFAULT_PORT,
     LOG_SERVER_PORTS,
     airflow_home,
@@ -138,6 +141,17 @@ def health(port: int) -> dict[str, str]:
     return {name: str((body.get(name) or {}).get("status")) for name in HEALTH_COMPONENTS}
 
 
+def warm_execution_api(port: int) -> None:
+    """Have the api-server build its Execution API now. It does so on that API's first
+    request (Cadwyn generating a route and schema copy per API version), seconds of work on
+    the server's one event loop, 20 s on a busy 2-core machine, during which no request is
+    answered: the first task's start, and a user's first trigger with it. Any answer will do
+    (`/execution/health` needs no token)."""
+    url = f"http://127.0.0.1:{port}/execution/health"
+    with contextlib.suppress(OSError), urllib.request.urlopen(url, timeout=READY_TIMEOUT_S):
+        pass
+
+
 def tail(path: Path, lines: int = 25) -> str:
     return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
 
@@ -152,7 +166,7 @@ def _raise_stop(signum: int, _frame: FrameType | None) -> None:
 
 def run(warehouse: Path, port: int) -> int:
     home = airflow_home(warehouse)
-    if not (home / "airflow.cfg").is_file() or not (home / "airflow.db").is_file():
+    if not (home / "airflow.cfg").is_file() or not demo_db.initialized(home):
         print(f"ui: no demo Airflow home in {home}: run `make demo` first", file=sys.stderr)
         return EXIT_USAGE
     if not port_free(port):
@@ -161,21 +175,28 @@ def run(warehouse: Path, port: int) -> int:
             file=sys.stderr,
         )
         return EXIT_USAGE
-    write_config(warehouse, port, log_server_ports(port))
-    env = environment(warehouse)
     log_dir = home / "logs" / "ui"
     log_dir.mkdir(parents=True, exist_ok=True)
 
     signal.signal(signal.SIGINT, _raise_stop)
     signal.signal(signal.SIGTERM, _raise_stop)
+    database: demo_db.Server | None = None
     processes: list[Process] = []
+    db_log_path = log_dir / "postgres.log"
+    db_log = db_log_path.open("ab")
     try:
-        # The api-server first: the others' tasks call its Execution API from their start.
-        print(f"ui: starting {', '.join(PROCESSES)} (logs in {log_dir})", flush=True)
+        print(f"ui: starting postgres, {', '.join(PROCESSES)} (logs in {log_dir})", flush=True)
         started = time.monotonic()
+        database = demo_db.start(home, db_log)
+        write_config(warehouse, port, log_server_ports(port), database.url)
+        env = environment(warehouse)
+        # The database is watched with the others: Airflow is nothing without it.
+        processes.append(Process("postgres", database.popen, db_log_path, db_log))
+        # The api-server first: the others' tasks call its Execution API from their start.
         processes.append(start("api-server", env, log_dir))
         if watch(processes, port, started, until=("metadatabase",)) != 0:
             return 1
+        warm_execution_api(port)
         processes.extend(start(name, env, log_dir) for name in PROCESSES if name != "api-server")
         return watch(processes, port, started)
     except Stop as stopped:
@@ -184,7 +205,11 @@ def run(warehouse: Path, port: int) -> int:
     finally:
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not cut the stop
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        stop(processes)
+        # Airflow first, then its database, which they use until they exit.
+        stop([proc for proc in processes if proc.name in PROCESSES])
+        if database is not None:
+            database.stop()
+        db_log.close()
         print("ui: stopped", flush=True)
 
 
@@ -201,7 +226,7 @@ def watch(processes: list[Process], port: int, started: float, until: tuple[str,
             if code is not None:
                 proc.log.flush()
                 print(
-                    f"ui: airflow {proc.name} exited ({code}); the end of {proc.log_path}:\n"
+                    f"ui: {proc.name} exited ({code}); the end of {proc.log_path}:\n"
                     f"{tail(proc.log_path)}",
                     file=sys.stderr,
                     flush=True,

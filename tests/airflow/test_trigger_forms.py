@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from playwright.sync_api import Page, sync_playwright
+from playwright.sync_api import Locator, Page, sync_playwright
 
 from icecore.catalog import SqlCatalog, catalog_from_settings
 from tests.airflow.deployment import Deployment, icefloe_connection, state_store_uri
@@ -98,12 +98,12 @@ def stack(deployment: Deployment, tmp_path_factory: pytest.TempPathFactory) -> I
     catalog.close()
 
 
-def trigger_with_form(stack: Stack, dag_id: str, fields: dict[str, Any], shot: str) -> str:
+def fill_trigger_form(
+    page: Page, base_url: str, dag_id: str, fields: dict[str, Any], shot: str
+) -> Locator:
     """Open the DAG, press Trigger, type `fields` as a person would (text into text fields,
-    clicks on switches), screenshot the filled form, submit; the new run's id."""
-    page, server = stack.page, stack.server
-    before = {r["dag_run_id"] for r in dag_runs(server, dag_id)}
-    page.goto(f"{server.base_url}/dags/{dag_id}")
+    clicks on switches), screenshot the filled form; the form's dialog, not yet submitted."""
+    page.goto(f"{base_url}/dags/{dag_id}")
     page.get_by_role("button", name="Trigger").first.click()
     dialog = page.get_by_role("dialog")
     dialog.locator(f"#element_{next(iter(fields))}").wait_for()
@@ -116,6 +116,14 @@ def trigger_with_form(stack: Stack, dag_id: str, fields: dict[str, Any], shot: s
             dialog.locator(f"#element_{name}").fill(str(value))
     dialog.locator(f"#element_{next(iter(fields))}").scroll_into_view_if_needed()
     page.screenshot(path=str(artifacts_dir() / f"trigger-form-{shot}.png"))
+    return dialog
+
+
+def trigger_with_form(stack: Stack, dag_id: str, fields: dict[str, Any], shot: str) -> str:
+    """`fill_trigger_form`, submitted; the new run's id."""
+    page, server = stack.page, stack.server
+    before = {r["dag_run_id"] for r in dag_runs(server, dag_id)}
+    dialog = fill_trigger_form(page, server.base_url, dag_id, fields, shot)
     dialog.get_by_role("button", name="Trigger").click()
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
