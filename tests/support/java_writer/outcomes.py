@@ -38,7 +38,8 @@ class DeleteOutcome:
     keys: tuple[int, ...]
     started: float  # time.monotonic() when it was sent
     seconds: float
-    snapshot_id: int | None = None  # None with an error, or when it matched no row
+    # None with an error (Java commits a snapshot even for a DELETE that matches no row).
+    snapshot_id: int | None = None
     error: JavaError | None = None
 
     @property

@@ -156,7 +156,7 @@ class Driver:
 
     def _committed_since(self, table: str, started_ms: int) -> int | None:
         """The snapshot this application committed since `started_ms`: one DELETE at a time
-        commits here, whatever others commit meanwhile. None when it committed nothing."""
+        commits here, whatever others commit meanwhile (even one matching no row commits)."""
         snapshots = list(self._table(table).snapshots())
         for snapshot in reversed(snapshots):
             if snapshot.timestampMillis() < started_ms - 1000:  # clocks to the millisecond

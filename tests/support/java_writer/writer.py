@@ -16,7 +16,7 @@ from .process import IcebergJava
 
 def key_batches(keys: Iterable[int], size: int, count: int, seed: int) -> list[list[int]]:
     """`count` disjoint batches of `size` keys drawn from `keys` by `seed`: every DELETE
-    matches rows (a DELETE of deleted keys may commit nothing), spread over the table."""
+    deletes rows (of deleted keys, Java commits an empty snapshot), spread over the table."""
     pool = sorted(keys)
     if size * count > len(pool):
         raise ValueError(f"{count} batches of {size} keys need {size * count}, not {len(pool)}")
