@@ -7,7 +7,7 @@ UI_PORT ?= 8080
 comma := ,
 space := $(subst ,, )
 
-.PHONY: demo ui test lint java browser node rest-server spark-connect
+.PHONY: demo ui test lint java browser node rest-server iceberg-java spark-connect
 
 # `$(call quietly,WHAT,COMMAND)`: runs a long, silent COMMAND (pip), saying every 10 s that
 # WHAT is still going, so a first `make demo` is never silent for minutes.
@@ -35,6 +35,11 @@ java:
 # (javac) and Debian's SQLite and PostgreSQL JDBC drivers.
 rest-server:
 	@{ command -v javac >/dev/null && test -f /usr/share/java/sqlite-jdbc.jar && test -f /usr/share/java/postgresql.jar; } || { apt-get update -qq && apt-get install -y -qq openjdk-17-jdk-headless libxerial-sqlite-jdbc-java libpostgresql-jdbc-java; }
+
+# The tests' Iceberg Java writer (tests/support/java_writer/) and the Iceberg Java benchmarks run
+# Spark 3.5.9 in a virtualenv of their own, .cache/iceberg-java-venv: PySpark 3.5.9 from PyPI.
+iceberg-java: $(BIN)/activate rest-server
+	@$(BIN)/python -c 'from tests.support.java_writer.venv import iceberg_java_jars, iceberg_java_python; iceberg_java_python(); iceberg_java_jars()'
 
 # The UI test renders the Airflow page in headless Debian Chromium.
 browser:
@@ -83,5 +88,5 @@ lint: $(BIN)/activate
 # servers and subprocesses; two finish the suite about 1.25x sooner here. Modules go whole to a
 # worker, in collection order (the slow Airflow ones first), those of the Airflow deployment to
 # the same one (tests/support/workers.py).
-test: $(BIN)/activate java browser node rest-server lint
+test: $(BIN)/activate java browser node rest-server iceberg-java lint
 	$(BIN)/python -m pytest -n 2 --no-loadscope-reorder

@@ -257,21 +257,14 @@ def twin(
     """Issue 16's conversion bar over the warm server, on Iceberg Java's equality twin: in
     each round, from the twins as built, the compaction then the conversion (medians over
     the rounds: one pair of fresh client processes varies by a tenth)."""
-    from tests.support.rest_server import (  # noqa: PLC0415
-        ICEBERG_DIST,
-        ICEBERG_RUNTIME_JAR,
-        jdbc_driver,
-        package_jars,
-        relocated_jackson,
+    from tests.support.java_writer.venv import (  # noqa: PLC0415
+        iceberg_java_jars,
+        iceberg_java_python,
     )
 
     workdir.mkdir(parents=True, exist_ok=True)
-    python = ROOT / ".cache" / "iceberg-java-venv" / "bin" / "python"
-    if not python.is_file():
-        raise SystemExit(f"{python} missing: see bench/iceberg_java_benchmark.py's docstring")
-    jars = [*package_jars(ICEBERG_DIST, [ICEBERG_RUNTIME_JAR]), relocated_jackson(),
-            jdbc_driver("sqlite")]  # fmt: skip
-    shared = {"jars": [str(j) for j in jars], "db": str(workdir / "catalog.db"),
+    python = iceberg_java_python()
+    shared = {"jars": [str(j) for j in iceberg_java_jars()], "db": str(workdir / "catalog.db"),
               "warehouse": str(workdir / "wh"), "workdir": str(workdir),
               "rows": int(20_000_000 * scale), "twins": ["eq"]}  # fmt: skip
     built = workdir / f"catalog.db.built-{shared['rows']}"  # the jobs only add files

@@ -9,19 +9,18 @@ ts, amount; 100 data files):
 - `convert_equality_deletes` on the equality-deleted twin: at most 0.15x our compaction of it.
 
 Both sides run as cold processes: Iceberg's procedure in a fresh Spark 3.5.9 session with
-iceberg-spark-runtime 1.10.2 (`bench/iceberg_java/java_side.py`, in a virtual environment of
-its own: `.cache/iceberg-java-venv`), ours as a spark-submit of our job. Both use one JDBC
-catalog (Iceberg's `JdbcCatalog` on SQLite; icecore's `SqlCatalog` opens the same file). The
-rows of the two compacted twins are compared with DuckDB.
+iceberg-spark-runtime 1.10.2 (`bench/iceberg_java/java_side.py`, in the Spark 3.5 virtual
+environment the tests' Java writer uses too: `.cache/iceberg-java-venv`, made on first use or by
+`make iceberg-java`), ours as a spark-submit of our job. Both use one JDBC catalog (Iceberg's
+`JdbcCatalog` on SQLite; icecore's `SqlCatalog` opens the same file). The rows of the two
+compacted twins are compared with DuckDB.
 
-    python3 -m venv .cache/iceberg-java-venv
-    .cache/iceberg-java-venv/bin/pip install pyspark==3.5.9 pyarrow==26.0.1
     .venv/bin/python bench/iceberg_java_benchmark.py --scale 1      # 20M rows
     .venv/bin/python bench/iceberg_java_benchmark.py --scale 0.05   # quick
 
-The jars come from the test REST server's set-up (the runtime jar from PyPI's
-`snowpark-connect-deps-iceberg`, Jackson relocated as it expects, Debian's SQLite JDBC). The last
-stdout line is the JSON report; progress goes to stderr.
+The virtual environment and the jars come from `tests/support/java_writer/venv.py` (the runtime
+jar from PyPI's `snowpark-connect-deps-iceberg`, Jackson relocated as it expects, Debian's
+SQLite JDBC). The last stdout line is the JSON report; progress goes to stderr.
 """
 
 from __future__ import annotations
@@ -44,15 +43,8 @@ from bench.event_log import breakdown  # noqa: E402
 from icecore.catalog import SqlCatalog  # noqa: E402
 from icecore.scan import TableScan  # noqa: E402
 from tests.support.duckdb import connect  # noqa: E402
-from tests.support.rest_server import (  # noqa: E402
-    ICEBERG_DIST,
-    ICEBERG_RUNTIME_JAR,
-    jdbc_driver,
-    package_jars,
-    relocated_jackson,
-)
+from tests.support.java_writer.venv import iceberg_java_jars, iceberg_java_python  # noqa: E402
 
-JAVA_VENV = ROOT / ".cache" / "iceberg-java-venv"
 JAVA_SIDE = ROOT / "bench" / "iceberg_java" / "java_side.py"
 SUBMIT = Path(sys.executable).parent / "spark-submit"
 
@@ -109,14 +101,10 @@ def main() -> None:
     )  # fmt: skip
     parser.add_argument("--twins", default="pos,eq", help="which twins to compact: pos, eq")
     args = parser.parse_args()
-    python = JAVA_VENV / "bin" / "python"
-    if not python.is_file():
-        raise SystemExit(f"{python} missing: see this script's docstring for the set-up")
+    python = iceberg_java_python()
     workdir = Path(args.workdir or tempfile.mkdtemp(prefix="iceberg-java-bench-"))
     workdir.mkdir(parents=True, exist_ok=True)
-    jars = [*package_jars(ICEBERG_DIST, [ICEBERG_RUNTIME_JAR]), relocated_jackson(),
-            jdbc_driver("sqlite")]  # fmt: skip
-    shared = {"jars": [str(j) for j in jars], "db": str(workdir / "catalog.db"),
+    shared = {"jars": [str(j) for j in iceberg_java_jars()], "db": str(workdir / "catalog.db"),
               "warehouse": str(workdir / "wh"), "workdir": str(workdir)}  # fmt: skip
     rows = int(20_000_000 * args.scale)
     report: dict[str, Any] = {"rows": rows, "load_average_at_start": os.getloadavg()[0]}

@@ -1,12 +1,15 @@
 """The Iceberg Java side of `bench/iceberg_java_benchmark.py`; runs on PySpark 3.5.9 with
-iceberg-spark-runtime 1.10.2, in the benchmark's own virtual environment (never ours).
+iceberg-spark-runtime 1.10.2, in the Spark 3.5 virtual environment
+(`tests/support/java_writer/venv.py`), never ours.
 
     python java_side.py build   '{"jars": [...], "db": ..., "warehouse": ..., "rows": N, ...}'
     python java_side.py compact '{"jars": [...], "db": ..., "warehouse": ..., "table": ...}'
 
 `build` writes the twin tables with Iceberg Java (Spark SQL's merge-on-read DELETE and UPDATE
 for position deletes; a `RowDelta` of equality-delete files for the other twin); `compact`
-runs Iceberg's own `rewrite_data_files` procedure with `rewrite-all`, in a cold process.
+runs Iceberg's own `rewrite_data_files` procedure with `rewrite-all`, in a cold process. The
+session and its catalog are the tests' Java writer's (`spark_side.py`, standard library and
+PySpark only, imported from its directory: icefloe's packages are not installed here).
 """
 
 from __future__ import annotations
@@ -20,30 +23,19 @@ import pyarrow.parquet as pq
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests" / "support" / "java_writer"))
+from spark_side import catalog_conf, iceberg_session
+
 FILES = 100
 EQUALITY_FILES = 20
 
 
 def session(args: dict) -> SparkSession:
-    builder = (
-        SparkSession.builder.master("local[*]")
-        .appName("iceberg-java")
-        .config("spark.jars", ",".join(args["jars"]))
-        .config("spark.ui.enabled", "false")
-        .config("spark.driver.memory", args.get("driver_memory", "4g"))
-        .config(
-            "spark.sql.extensions",
-            "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions",
-        )
-        .config("spark.sql.catalog.lake", "org.apache.iceberg.spark.SparkCatalog")
-        .config("spark.sql.catalog.lake.type", "jdbc")
-        .config("spark.sql.catalog.lake.uri", f"jdbc:sqlite:{args['db']}")
-        .config("spark.sql.catalog.lake.jdbc.schema-version", "V1")
-        .config("spark.sql.catalog.lake.warehouse", args["warehouse"])
+    return iceberg_session(
+        args["jars"],
+        memory=args.get("driver_memory", "4g"),
+        conf=catalog_conf("lake", args["db"], args["warehouse"]),
     )
-    spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel("ERROR")
-    return spark
 
 
 def rows(spark: SparkSession, count: int):

@@ -232,15 +232,21 @@ class ServerProcess:
         return "\n".join(text.splitlines()[-lines:])
 
     def stop(self) -> None:
-        if self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGTERM)
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.process.pid, signal.SIGKILL)
-                self.process.wait()
+        stop_process_group(self.process)
         if self.process.stdin is not None:
             self.process.stdin.close()
+
+
+def stop_process_group(process: subprocess.Popen[bytes], timeout: float = 10.0) -> None:
+    """End a process started with `start_new_session=True` and every process it started
+    (a JVM's children, a driver's JVM): SIGTERM, then SIGKILL after `timeout` seconds."""
+    if process.poll() is None:
+        os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
 
 
 def start_server(
