@@ -35,7 +35,15 @@ if TYPE_CHECKING:
 
 # Fixtures that start a server process (once per session).
 _SERVER_FIXTURES = frozenset(
-    {"rest_catalog_server", "s3_store", "s3_proxy", "gcs_store", "azure_store", "spark_connect"}
+    {
+        "rest_catalog_server",
+        "s3_store",
+        "s3_proxy",
+        "gcs_store",
+        "azure_store",
+        "spark_connect",
+        "iceberg_java",
+    }
 )
 
 
