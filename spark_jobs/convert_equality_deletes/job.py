@@ -50,6 +50,14 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from icecore.actions.committing import cleanup_on_failure
+from icecore.actions.live_files import (
+    LiveDelete,
+    LiveState,
+    PartitionKey,
+    equality_fields,
+    live_state,
+    require_parquet,
+)
 from icecore.catalog import Catalog
 from icecore.commit.delete_rewrite import DeleteRewrite
 from icecore.spec.manifest import DataFile, FileContent
@@ -61,14 +69,6 @@ from spark_jobs.common.errors import JobError
 from spark_jobs.common.progress import size
 from spark_jobs.common.session import SessionSource, configure, session_of
 from spark_jobs.convert_equality_deletes.in_tasks import Target, Work, convert_in_tasks, key_bytes
-from spark_jobs.reading.live_files import (
-    LiveDelete,
-    LiveState,
-    PartitionKey,
-    live_state,
-    require_parquet,
-    top_level_fields,
-)
 from spark_jobs.specs.jobs import ConvertEqualityDeletesOptions
 from spark_jobs.specs.results import ConvertEqualityDeletesResult
 from spark_jobs.writing.deletion_vectors import (
@@ -200,9 +200,7 @@ def _work(
     schema = table.metadata.schema()
     key_fields: dict[int, NestedField] = {}
     for d in used:
-        if not d.file.equality_ids:
-            raise JobError(f"equality delete {d.file.file_path} has no equality ids")
-        for f in top_level_fields(schema, d.file.equality_ids, d.file.file_path):
+        for f in equality_fields(schema, d.file):
             key_fields[f.field_id] = f
     v3 = table.metadata.format_version >= 3
     targets = sorted({t.file.file_path for d in used for t in state.applies_to(d)})

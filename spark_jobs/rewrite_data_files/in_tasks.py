@@ -36,15 +36,14 @@ from typing import Any
 import pyarrow as pa
 from pyspark.sql import SparkSession
 
+from icecore.actions.live_files import equality_fields
 from icecore.actions.rewrite_data_files import FileGroup
 from icecore.data.live_batches import DataRef, DeleteRef, LiveBatches
 from icecore.spec.manifest import FileContent
 from icecore.spec.properties import WRITE_TARGET_FILE_SIZE_BYTES
 from icecore.spec.schema import Schema
 from icecore.spec.types import NestedField
-from spark_jobs.common.errors import JobError
 from spark_jobs.common.worker import cheap_cache_invalidation, worker_io
-from spark_jobs.reading.live_files import top_level_fields
 from spark_jobs.reading.live_rows import delete_key
 from spark_jobs.writing.arrow_files import (
     WRITTEN,
@@ -75,9 +74,7 @@ def rewrite_in_tasks(
     locations of the files written."""
     for d in {d.file_path: d for g in groups for d in g.delete_files}.values():
         if d.content == FileContent.EQUALITY_DELETES:  # refused here, not as a task's KeyError
-            if not d.equality_ids:
-                raise JobError(f"equality delete file {d.file_path} has no equality ids")
-            top_level_fields(table_schema, d.equality_ids, d.file_path)
+            equality_fields(table_schema, d)
     bins = [b for g in groups for b in _bins(g, output_files[g.index])]
     if not bins:
         return []

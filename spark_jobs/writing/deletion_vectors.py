@@ -48,6 +48,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from icecore.actions.live_files import require_parquet
 from icecore.io import FileIO
 from icecore.location_provider import LocationProvider
 from icecore.spec.delete_targets import referenced_data_file
@@ -58,7 +59,6 @@ from icecore.spec.puffin import PuffinWriter
 from icecore.spec.types import LongType, NestedField, StringType
 from spark_jobs.common.errors import JobError
 from spark_jobs.common.worker import cheap_cache_invalidation, worker_io
-from spark_jobs.reading.live_files import require_parquet
 from spark_jobs.writing.files import RunFiles
 
 if TYPE_CHECKING:

@@ -27,6 +27,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from icecore.actions.live_files import PartitionKey
 from icecore.data.metrics import MetricsConfig
 from icecore.errors import FileError
 from icecore.io import FileIO
@@ -41,7 +42,6 @@ from icecore.spec.properties import WRITE_TARGET_FILE_SIZE_BYTES
 from icecore.spec.schema import Schema
 from icecore.spec.types import NestedField
 from spark_jobs.common.errors import JobError
-from spark_jobs.reading.live_files import PartitionKey
 from spark_jobs.writing.arrow_files import FilePartitions, Written, write_with_arrow
 from spark_jobs.writing.layout import PartitionLayout
 

@@ -13,11 +13,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
+from icecore.actions.live_files import PartitionKey
 from icecore.data.metrics import MetricsConfig
 from icecore.spec.metadata_columns import DELETE_FILE_PATH, DELETE_FILE_POS
 from icecore.spec.partitioning import PartitionSpec
 from icecore.spec.types import NestedField
-from spark_jobs.reading.live_files import PartitionKey
 from spark_jobs.writing.files import GROUP, FileSet, RunFiles
 
 if TYPE_CHECKING:

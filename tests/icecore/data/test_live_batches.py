@@ -30,6 +30,7 @@ from icecore.data.live_batches import (
     KeySet,
     LiveBatches,
 )
+from icecore.errors import ValidationError
 from icecore.io import FileIO
 from icecore.scan import FileScanTask
 from icecore.spec.manifest import DataFile, FileContent, FileFormat
@@ -47,7 +48,6 @@ from icecore.spec.types import (
     TimestampType,
     UUIDType,
 )
-from spark_jobs.common.errors import JobError
 from spark_jobs.rewrite_data_files.in_tasks import _prefetched, rewrite_in_tasks
 
 FIELDS = [
@@ -305,7 +305,7 @@ def test_equality_keys_the_tasks_cannot_read_are_refused_before_spark(
     )  # fmt: skip
     group = FileGroup(0, 0, (), [FileScanTask(data, 1, (delete,))])
     schema = Schema(tuple(FIELDS))
-    with pytest.raises(JobError, match=rf"eq\.parquet.*{message}|{message}.*eq\.parquet"):
+    with pytest.raises(ValidationError, match=rf"eq\.parquet.*{message}|{message}.*eq\.parquet"):
         rewrite_in_tasks(
             None,  # type: ignore[arg-type] - refused before Spark is used
             [group],
