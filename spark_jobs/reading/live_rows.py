@@ -45,7 +45,7 @@ from pyspark.sql import types as T
 
 from icecore.actions.live_files import equality_fields
 from icecore.scan import FileScanTask
-from icecore.spec.manifest import DataFile, FileContent
+from icecore.spec.manifest import DataFile, FileContent, content_key
 from icecore.spec.metadata_columns import (
     DELETE_FILE_PATH,
     DELETE_FILE_POS,
@@ -124,13 +124,13 @@ class LiveRows:
         groups_of_delete: dict[str, set[int]] = defaultdict(set)
         for g in groups:
             for d in g.delete_files:
-                deletes[delete_key(d)] = d
-                groups_of_delete[delete_key(d)].add(g.index)
+                deletes[content_key(d)] = d
+                groups_of_delete[content_key(d)].add(g.index)
         self.deletes = deletes
         self.delete_seqs = {k: delete_sequence_numbers[d.file_path] for k, d in deletes.items()}
         self.groups_of_delete = {k: sorted(s) for k, s in groups_of_delete.items()}
         self.pairs = [
-            (delete_key(d), t.file.file_path) for g in groups for t in g.tasks for d in t.deletes
+            (content_key(d), t.file.file_path) for g in groups for t in g.tasks for d in t.deletes
         ]
         self._positions: DataFrame | None = None
         self._equality: dict[tuple[int, ...], tuple[DataFrame, list[NestedField]]] = {}
@@ -307,11 +307,3 @@ def check_no_lineage_names(schema: Schema) -> None:
             f"column {taken[0]!r} has the name of a row lineage column: a v3 table's rows "
             "cannot be rewritten with their lineage"
         )
-
-
-def delete_key(delete_file: DataFile) -> str:
-    """A delete file's identity: its location, and for a DV also its offset (one Puffin file
-    holds the DVs of many data files)."""
-    if delete_file.is_deletion_vector:
-        return f"{delete_file.file_path}#{delete_file.content_offset}"
-    return delete_file.file_path

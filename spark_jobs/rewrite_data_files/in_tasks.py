@@ -39,12 +39,11 @@ from pyspark.sql import SparkSession
 from icecore.actions.live_files import equality_fields
 from icecore.actions.rewrite_data_files import FileGroup
 from icecore.data.live_batches import DataRef, DeleteRef, LiveBatches
-from icecore.spec.manifest import FileContent
+from icecore.spec.manifest import FileContent, content_key
 from icecore.spec.properties import WRITE_TARGET_FILE_SIZE_BYTES
 from icecore.spec.schema import Schema
 from icecore.spec.types import NestedField
 from spark_jobs.common.worker import cheap_cache_invalidation, worker_io
-from spark_jobs.reading.live_rows import delete_key
 from spark_jobs.writing.arrow_files import (
     WRITTEN,
     Reported,
@@ -119,7 +118,7 @@ def _bins(group: FileGroup, files: int) -> list[dict[str, Any]]:
     for task in group.tasks:
         indexes = []
         for d in task.deletes:
-            key = delete_key(d)
+            key = content_key(d)
             if key not in deletes:
                 deletes[key] = len(refs)
                 refs.append(DeleteRef.of(d).__dict__)

@@ -51,6 +51,7 @@ import pyarrow.parquet as pq
 
 from icecore.data.arrow_schema import arrow_schema
 from icecore.data.metrics import MetricsConfig, decode, metrics_of
+from icecore.data.partition_texts import partition_values
 from icecore.io import FileIO
 from icecore.location_provider import LocationProvider
 from icecore.spec.conversions import value_to_json
@@ -66,7 +67,6 @@ from icecore.spec.schema import Schema
 from icecore.spec.types import DoubleType, FloatType, NestedField, StructType
 from spark_jobs.common.errors import JobError
 from spark_jobs.common.worker import cheap_cache_invalidation, worker_io
-from spark_jobs.writing.layout import partition_values
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
