@@ -58,8 +58,11 @@ from icecore.actions.live_files import (
     live_state,
     require_parquet,
 )
+from icecore.actions.run_files import RunFiles
 from icecore.catalog import Catalog
 from icecore.commit.delete_rewrite import DeleteRewrite
+from icecore.data.dv_files import DVTarget, WrittenDVs, previous_deletes
+from icecore.data.equality_conversion import Target, key_bytes
 from icecore.spec.manifest import DataFile, FileContent
 from icecore.spec.snapshots import ICEFLOE_JOB, Snapshot
 from icecore.spec.types import NestedField
@@ -68,16 +71,10 @@ from spark_jobs.common.attempts import run_attempts
 from spark_jobs.common.errors import JobError
 from spark_jobs.common.progress import size
 from spark_jobs.common.session import SessionSource, configure, session_of
-from spark_jobs.convert_equality_deletes.in_tasks import Target, Work, convert_in_tasks, key_bytes
+from spark_jobs.convert_equality_deletes.in_tasks import Work, convert_in_tasks
 from spark_jobs.specs.jobs import ConvertEqualityDeletesOptions
 from spark_jobs.specs.results import ConvertEqualityDeletesResult
-from spark_jobs.writing.deletion_vectors import (
-    DVTarget,
-    WrittenDVs,
-    previous_deletes,
-    write_deletion_vectors,
-)
-from spark_jobs.writing.files import RunFiles
+from spark_jobs.writing.deletion_vectors import write_deletion_vectors
 from spark_jobs.writing.grouped_deletes import write_position_deletes
 
 if TYPE_CHECKING:

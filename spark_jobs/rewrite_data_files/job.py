@@ -36,6 +36,7 @@ from icecore.actions.rewrite_data_files import (
     PlanRules,
     plan_compaction,
 )
+from icecore.actions.run_files import RunFiles
 from icecore.catalog import Catalog
 from icecore.errors import CommitConflictError, ValidationError
 from icecore.spec.manifest import DataFile, content_key
@@ -52,7 +53,6 @@ from spark_jobs.rewrite_data_files.write import write_groups
 from spark_jobs.schema import check_spark_readable
 from spark_jobs.specs.jobs import RewriteDataFilesOptions
 from spark_jobs.specs.results import RewriteDataFilesResult
-from spark_jobs.writing.files import RunFiles
 
 LOG = logging.getLogger("icefloe.rewrite_data_files")
 

@@ -58,8 +58,10 @@ from icecore.actions.rewrite_position_deletes import (
     records_per_file,
     total_bytes,
 )
+from icecore.actions.run_files import RunFiles
 from icecore.catalog import Catalog
 from icecore.commit.delete_rewrite import DeleteRewrite
+from icecore.data.dv_files import DVTarget, previous_deletes
 from icecore.data.metrics import MetricsConfig
 from icecore.errors import CommitConflictError
 from icecore.expressions import BooleanExpression
@@ -77,12 +79,7 @@ from spark_jobs.reading.parquet_files import PerFile, read_parquet
 from spark_jobs.schema import quoted
 from spark_jobs.specs.jobs import RewritePositionDeletesOptions
 from spark_jobs.specs.results import RewritePositionDeletesResult
-from spark_jobs.writing.deletion_vectors import (
-    DVTarget,
-    previous_deletes,
-    write_deletion_vectors,
-)
-from spark_jobs.writing.files import RunFiles
+from spark_jobs.writing.deletion_vectors import write_deletion_vectors
 from spark_jobs.writing.grouped_deletes import (
     GROUP,
     write_equality_deletes,
