@@ -49,7 +49,7 @@ import logging
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from icecore.actions.committing import cleanup_on_failure
+from icecore.actions.committing import Attempted, cleanup_on_failure
 from icecore.actions.live_files import (
     LiveDelete,
     LiveState,
@@ -87,7 +87,9 @@ LOG = logging.getLogger(f"icefloe.{JOB}")
 def run(
     spark: SessionSource, catalog: Catalog, options: ConvertEqualityDeletesOptions
 ) -> ConvertEqualityDeletesResult:
-    return run_attempts(JOB, catalog, options, lambda table: convert_once(spark, table, options))
+    return run_attempts(
+        JOB, catalog, options, lambda table, _: Attempted(convert_once(spark, table, options))
+    )
 
 
 def convert_once(

@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 import uuid
 
-from icecore.actions.committing import BeforeCommit
+from icecore.actions.committing import Attempted, BeforeCommit
 from icecore.actions.manifest_output import ManifestOutput
 from icecore.actions.rewrite_manifests import ManifestRewritePlan, plan_manifest_rewrite
 from icecore.catalog import Catalog
@@ -52,7 +52,10 @@ def run(
     """Rewrite the table's manifests; the result counters. `before_commit(table)` runs after
     the manifests are written, before the commit (tests commit concurrently there)."""
     return run_attempts(
-        JOB, catalog, options, lambda table: rewrite_once(spark, table, options, before_commit)
+        JOB,
+        catalog,
+        options,
+        lambda table, _: Attempted(rewrite_once(spark, table, options, before_commit)),
     )
 
 

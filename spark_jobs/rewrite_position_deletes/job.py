@@ -31,16 +31,21 @@ different commits never share a Puffin file.
 from __future__ import annotations
 
 import logging
-import time
 from collections import defaultdict
-from collections.abc import Collection
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from icecore.actions.committing import cleanup_on_failure, commit_batches, delete_quietly
+from icecore.actions.committing import (
+    Attempt,
+    Attempted,
+    FailedBatch,
+    cleanup_on_failure,
+    commit_batches,
+    delete_quietly,
+)
 from icecore.actions.file_sizes import FileSizeBounds
 from icecore.actions.live_files import (
     LiveDelete,
@@ -71,7 +76,7 @@ from icecore.spec.properties import DELETE_TARGET_FILE_SIZE_BYTES
 from icecore.spec.snapshots import ICEFLOE_JOB
 from icecore.spec.types import LongType, NestedField, StringType
 from icecore.table import Table
-from spark_jobs.common.errors import JobError
+from spark_jobs.common.attempts import again, run_attempts
 from spark_jobs.common.progress import size
 from spark_jobs.common.session import SessionSource, configure, session_of
 from spark_jobs.common.where import parse_where
@@ -100,50 +105,19 @@ def run(
     """Plan, write and commit; after a conflict plan again from the new table state (all of
     it, or with partial progress only the partitions whose commit conflicted), at most
     `max_attempts` times."""
-    started = time.monotonic()
     where = parse_where(options.where)
     progress = _Progress()
-    conflicts: list[str] = []
-    failed_groups: list[str] = []
-    pending: set[PartitionKey] | None = None
-    for attempt in range(1, options.max_attempts + 1):
-        table = catalog.load_table(options.table)
-        try:
-            failed = rewrite_once(
-                source,
-                table,
-                options,
-                plan_rules(table, options),
-                where,
-                progress=progress,
-                only=pending,
-            )
-        except CommitConflictError as exc:  # without partial progress: nothing committed
-            conflicts.append(str(exc))
-            if attempt == options.max_attempts:
-                raise JobError(
-                    f"{JOB}: commit conflict on each of {attempt} attempt(s); last: {exc} "
-                    f"(conflicting snapshot {exc.snapshot_id})"
-                ) from exc
-            continue
-        if not failed:
-            break
-        conflicts.extend(message for _, message in failed)
-        pending = {key for keys, _ in failed for key in keys}
-        if attempt == options.max_attempts:
-            failed_groups = [message for _, message in failed]
-    if failed_groups and not progress.commits:
-        raise JobError(
-            f"{JOB}: every commit conflicted on each of {options.max_attempts} attempt(s); "
-            f"last: {failed_groups[0]}"
+
+    def once(table: Table, attempt: Attempt[PartitionKey]) -> _Attempted:
+        rules = plan_rules(table, options)
+        return rewrite_once(
+            source, table, options, rules, where, progress=progress, attempt=attempt
         )
-    return progress.result(
-        options.table,
-        failed_groups=failed_groups,
-        attempts=attempt,
-        conflicts=conflicts,
-        seconds=round(time.monotonic() - started, 3),
-    )
+
+    result = run_attempts(JOB, catalog, options, once)
+    if result.failed_groups:
+        return replace(result, status="partially-committed")
+    return result
 
 
 def plan_rules(table: Table, options: RewritePositionDeletesOptions) -> DeletePlanRules:
@@ -177,6 +151,9 @@ _COUNTERS = (
 )
 
 
+_Attempted = Attempted[RewritePositionDeletesResult, PartitionKey]
+
+
 @dataclass
 class _Progress:
     """What the run's plans and commits did so far; each commit as a result of its own."""
@@ -186,21 +163,13 @@ class _Progress:
     snapshot_id: int | None = None  # of the first plan
     empty_table: bool = False
 
-    def result(
-        self,
-        table: str,
-        *,
-        failed_groups: list[str],
-        attempts: int,
-        conflicts: list[str],
-        seconds: float,
-    ) -> RewritePositionDeletesResult:
+    def result(self) -> RewritePositionDeletesResult:
+        """What the commits so far did (the attempts and conflicts are the loop's)."""
         last = self.commits[-1] if self.commits else None
         status = "empty-table" if self.empty_table else "nothing-to-rewrite"
         if last is not None:
-            status = "partially-committed" if failed_groups else "committed"
+            status = "committed"
         return RewritePositionDeletesResult(
-            table=table,
             status=status,
             snapshot_id=self.snapshot_id if last is None else last.snapshot_id,
             sequence_number=None if last is None else last.sequence_number,
@@ -208,14 +177,7 @@ class _Progress:
             **{name: sum(getattr(c, name) for c in self.commits) for name in _COUNTERS},
             planned_groups=self.planned_groups,
             commits=[c.snapshot_id for c in self.commits if c.snapshot_id is not None],
-            failed_groups=failed_groups,
-            attempts=attempts,
-            conflicts=conflicts,
-            seconds=seconds,
         )
-
-
-Failed = list[tuple[list[PartitionKey], str]]
 
 
 def rewrite_once(
@@ -226,26 +188,27 @@ def rewrite_once(
     where: BooleanExpression | None,
     *,
     progress: _Progress,
-    only: Collection[PartitionKey] | None = None,
-) -> Failed:
-    """One plan, write and commit(s), adding what was committed to `progress`. Returns the
-    batches whose commit conflicted (partial progress; without it the conflict is raised)
-    as their partitions and the conflict. Spark is started only for files to write."""
+    attempt: Attempt[PartitionKey],
+) -> _Attempted:
+    """One plan, write and commit(s), adding what was committed to `progress`, of the
+    partitions `attempt` plans; with partial progress, the batches whose commit conflicted
+    (without it the conflict is raised). Spark is started only for files to write."""
     state = live_state(table)
     if state is None:
         progress.empty_table = True
-        return []
-    chosen = plan_delete_rewrite(state, rules, row_filter=where, only=only)
-    if only is None:
+        return Attempted(progress.result())
+    chosen = plan_delete_rewrite(state, rules, row_filter=where, only=attempt.only)
+    if attempt.only is None:
         progress.planned_groups = len(chosen.groups)
         if progress.snapshot_id is None:
             progress.snapshot_id = state.snapshot.snapshot_id
     if not (chosen.groups or chosen.dangling):
-        return []
+        return Attempted(progress.result())
     require_parquet([d.file for g in chosen.groups for d in g.files])
 
     LOG.info(
-        "plan: %d delete files (%s) in %d groups, %d dangling delete files to drop, on %s",
+        "plan%s: %d delete files (%s) in %d groups, %d dangling delete files to drop, on %s",
+        again(attempt),
         sum(len(g.files) for g in chosen.groups),
         size(sum(g.input_bytes for g in chosen.groups)),
         len(chosen.groups),
@@ -276,7 +239,7 @@ def rewrite_once(
             _write_equalities(configure(session_of(source)), run, table, chosen=chosen)
         for f, g in run.grouped_files():
             written[g].append(f)
-        failed: Failed = []
+        failed: list[FailedBatch[PartitionKey]] = []
         for n, batch in enumerate(batches):
             dangling = chosen.dangling if n == 0 else []
             try:
@@ -287,11 +250,11 @@ def rewrite_once(
                 if not options.partial_progress_enabled:
                     raise
                 delete_quietly(table, [f for g in batch for f in written[g.index]])
-                keys = [g.key for g in batch] + [d.partition_key for d in dangling]
-                names = "; ".join(g.describe() for g in batch) or "dangling deletes"
-                failed.append((keys, f"{names}: {exc} (conflicting snapshot {exc.snapshot_id})"))
+                keys = (*(g.key for g in batch), *(d.partition_key for d in dangling))
+                names = tuple(g.describe() for g in batch) or ("dangling deletes",)
+                failed.append(FailedBatch(keys, names, exc))
             done.update(g.index for g in batch)
-    return failed
+    return Attempted(progress.result(), len(progress.commits) - commits_before, failed)
 
 
 def _commit(

@@ -251,7 +251,7 @@ def test_races_equality_delete_applies_position_delete_conflicts(
     def delete_position(t: Table) -> None:
         made.append(_position_delete(spark, catalog.load_table(TABLE), target, 0))
 
-    options = RewriteDataFilesOptions(table=TABLE, rewrite_all=True, max_retries=0)
+    options = RewriteDataFilesOptions(table=TABLE, rewrite_all=True, max_attempts=1)
     with pytest.raises(CommitConflictError) as raised:
         compact(spark, catalog, options, before_commit=delete_position)
     message = str(raised.value)
@@ -272,7 +272,8 @@ def test_races_equality_delete_applies_position_delete_conflicts(
     result = compact(
         spark, catalog, RewriteDataFilesOptions(table=TABLE, rewrite_all=True), before_commit=once
     )
-    assert result["retries"] == 1 and result["failed_groups"] == []
+    assert result.attempts == 2 and result.failed_groups == []
+    assert len(result.conflicts) == 1 and str(calls[0]) in result.conflicts[0]
     table = catalog.load_table(TABLE)
     at_delete = scan_rows(table.io, table.metadata, snapshot_id=calls[0])
     assert rows(table, duck) == Counter((r["id"], r["v"], r["ts"]) for r in at_delete)
