@@ -87,8 +87,10 @@ _IMPORT_EVERY_MODULE = textwrap.dedent(
 # Engine-neutral code that lived in spark_jobs once: planners, what they plan from, the task
 # code Spark tasks and the driver's threads run alike, and the one conflict-retry loop.
 MOVED_FROM_THE_JOBS = {
+    "icecore.actions.batch_ids",
     "icecore.actions.committing",
     "icecore.actions.live_files",
+    "icecore.actions.manifests_in_threads",
     "icecore.actions.rewrite_data_files",
     "icecore.actions.rewrite_position_deletes",
     "icecore.actions.run_files",

@@ -21,6 +21,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from icecore.actions.batch_ids import BatchAlreadyCommitted, committed_batch, guard_batch
 from icecore.actions.run_files import FileSet, RunFiles, rows_per_file
 from icecore.catalog import Catalog
 from icecore.commit.producer import SnapshotProducer
@@ -32,17 +33,11 @@ from icecore.spec.metadata import TableMetadata
 from icecore.spec.metadata_columns import POSITION_DELETE_NAMES
 from icecore.spec.properties import WRITE_DISTRIBUTION_MODE
 from icecore.spec.schema import Schema
-from icecore.spec.snapshots import Snapshot
+from icecore.spec.snapshots import INGEST_MODE, Snapshot
 from icecore.table import Table
 from spark_jobs.common.errors import JobError
 from spark_jobs.common.session import SessionSource, configure, session_of
 from spark_jobs.ingest.changes import SUPERSEDED, ResolvedBatch, resolve
-from spark_jobs.ingest.commit import (
-    INGEST_MODE,
-    BatchAlreadyCommitted,
-    committed_batch,
-    guard_batch,
-)
 from spark_jobs.ingest.object_source import spark_cannot_read
 from spark_jobs.ingest.positions import superseded_positions
 from spark_jobs.ingest.source import (
