@@ -24,8 +24,8 @@ import duckdb
 import pytest
 from pyspark.sql import SparkSession
 
+from icecore.actions.run_files import FileSet, RunFiles
 from icecore.catalog import SqlCatalog
-from icecore.data.metrics import MetricsConfig
 from icecore.errors import CommitConflictError
 from icecore.spec.manifest import FileContent
 from icecore.spec.metadata_columns import POSITION_DELETE_SCHEMA
@@ -35,7 +35,7 @@ from spark_jobs.rewrite_data_files import run as compact
 from spark_jobs.schema import conform
 from spark_jobs.specs.argv import parse_job_args
 from spark_jobs.specs.jobs import JOBS, RewriteDataFilesOptions
-from spark_jobs.writing.files import FileSet, RunFiles
+from spark_jobs.writing.files import write_frame
 from tests.spark.delete_tables import (
     TABLE,
     assert_under_partition_paths,
@@ -196,10 +196,7 @@ def _position_delete(spark: SparkSession, table: Table, path: str, pos: int) -> 
     spec = table.metadata.spec()
     assert spec.is_unpartitioned
     run = RunFiles(table.io, table.metadata, "test")
-    file_set = FileSet(
-        "pos", FileContent.POSITION_DELETES, schema, spec, None, MetricsConfig.full()
-    )
-    run.write(frame.coalesce(1), file_set)
+    write_frame(run, frame.coalesce(1), FileSet.position_deletes(spec, name="pos"))
     table.refresh()
     delta = table.new_row_delta()
     for f in run.files():
