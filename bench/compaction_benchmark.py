@@ -38,6 +38,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from icecore.actions.run_files import FileSet, RunFiles
 from icecore.catalog import SqlCatalog
 from icecore.spec.manifest import FileContent
 from icecore.spec.metadata_columns import POSITION_DELETE_SCHEMA
@@ -60,7 +61,7 @@ from spark_jobs.specs.jobs import (
     IngestOptions,
     RewriteDataFilesOptions,
 )
-from spark_jobs.writing.files import FileSet, RunFiles
+from spark_jobs.writing.files import write_frame
 from spark_jobs.writing.layout import PartitionLayout
 
 TABLE = "bench.t"
@@ -126,7 +127,7 @@ def _position_deletes(spark: SparkSession, table: Table) -> int:
     deletes = deletes.repartition(*(F.col(quoted(n)) for n in layout.names))
     deletes = deletes.sortWithinPartitions(*layout.names, "file_path", "pos")
     run = RunFiles(table.io, metadata, "bench-deletes")
-    run.write(deletes, FileSet.position_deletes(spec, layout))
+    write_frame(run, deletes, FileSet.position_deletes(spec, layout.names))
     delta = table.new_row_delta()
     written = run.files()
     for f in written:

@@ -1,19 +1,28 @@
-"""PySpark jobs that write and maintain Iceberg tables through `icecore`.
+"""PySpark jobs that write and maintain Iceberg tables: the Spark execution of what `icecore`
+plans.
 
     spark-submit --py-files dist/icefloe.zip spark_jobs/main.py <job> --table db.events ...
 
 - one package or module per job, named after it, each with `run(spark, catalog, options)`:
   `ingest`, `convert_equality_deletes`, `rewrite_position_deletes`, `rewrite_data_files`,
-  `expire_snapshots`, `remove_orphan_files`; their options are declared once in `specs`;
-- what several jobs share: `planning` (size bounds, bin packing), `committing` (batches with
-  partial progress, re-planning, cleanup), `reading` (live files and rows, deletes applied),
-  `writing` (data and delete files, partition layout, metrics), `files` (listing, deletion,
-  other tables' files), `schema` (Iceberg <-> Spark types), `common` (the command line, the
-  session, packaging).
+  `rewrite_manifests`, `expire_snapshots`, `remove_orphan_files`; their options and results
+  are declared once in `specs`;
+- what several jobs share: `reading` (table files read into Spark through FileIO, live rows
+  with their deletes applied, deletion vectors' positions), `writing` (the partition columns
+  and transforms Spark computes, and the tasks running icecore's file writers), `files`
+  (listing, deletion, other tables' files), `schema` (Iceberg <-> Spark types), `common`
+  (the command line, the session, packaging, the conflict-retry adapter, the Python
+  workers' FileIO).
 
-Executors import `icecore` and `spark_jobs` (footer metrics, bucket hashing). Ship them
-either as an installed package (`pip install` of this project into the executors' Python,
-what local mode and the tests use) or as a zip on `--py-files`, built with
+What a job decides from metadata alone is icecore's (`icecore.actions`: the planners, what
+they plan from, the files of a run, how commits batch and retry after a conflict), and so is
+what a task does without Spark (`icecore.data`: Parquet and Puffin writers that describe
+their files, delete application in Arrow, bucket hashing); a job runs those plans in Spark
+and commits them.
+
+Executors import `icecore` and `spark_jobs` (the task code, footer metrics, bucket hashing).
+Ship them either as an installed package (`pip install` of this project into the executors'
+Python, what local mode and the tests use) or as a zip on `--py-files`, built with
 `python -m spark_jobs.common.packaging dist/icefloe.zip`; a job run as a Spark Connect client
 (`SPARK_REMOTE`, `spark_jobs.common.connect`) ships that zip to the server itself. icecore's
 own dependencies (pyarrow, fastavro, pyroaring, SQLAlchemy) and pandas/numpy must be installed

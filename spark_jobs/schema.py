@@ -6,7 +6,7 @@ the StructField metadata key `parquet.field.id`.
 
 Inside Spark, Iceberg types Spark lacks travel as the nearest Spark type: `uuid` and
 `fixed[L]` as binary, `time` as microseconds since midnight in a long, lists and maps as
-arrays and maps. The writers (`spark_jobs.writing.arrow_files`) turn them back into Iceberg's
+arrays and maps. The writers (`icecore.data.parquet_writer`) turn them back into Iceberg's
 physical types (FIXED_LEN_BYTE_ARRAY(16) with the UUID logical type, FIXED_LEN_BYTE_ARRAY(L),
 INT64 TIME(MICROS), field ids on element, key and value fields).
 

@@ -90,7 +90,7 @@ EXECUTOR_IMPORTS = {
 # and what they import, on the executors (spark-submit's or a Spark Connect server's).
 TASK_MODULES = (
     "spark_jobs.reading.parquet_files", "spark_jobs.reading.deletion_vectors",
-    "spark_jobs.writing.arrow_files", "spark_jobs.writing.deletion_vectors",
+    "spark_jobs.writing.files", "spark_jobs.writing.deletion_vectors",
     "spark_jobs.writing.transforms", "spark_jobs.rewrite_data_files.in_tasks",
     "spark_jobs.convert_equality_deletes.in_tasks", "spark_jobs.ingest.object_source",
     "spark_jobs.files.listing", "spark_jobs.files.deletion",

@@ -3,8 +3,14 @@ half-written run behind (Java's `RewriteDataFilesCommitManager` and its callers)
 
 - `commit_batches` splits a job's groups into the commits of `partial-progress.enabled`
   (at most `partial-progress.max-commits` of them, as Iceberg);
-- `with_replanning` runs a whole plan-write-commit again from a fresh plan after a conflict,
-  up to `--max-attempts` times;
+- `with_replanning` is the one conflict-retry loop of every action that re-plans: an
+  attempt plans, writes and commits; a conflict (a `CommitConflictError`, naming the
+  conflicting snapshot) starts the next attempt, up to `--max-attempts` in all. Without
+  partial progress nothing of a failed attempt committed, and the next plans everything
+  again; with it the batches that committed stand and the next attempt plans only the
+  partitions of the groups whose commit conflicted. What still conflicts at the last attempt
+  fails the run, or with partial progress is reported in `failed_groups` (the run fails only
+  when nothing at all was committed);
 - `cleanup_on_failure` deletes what a failed run wrote: everything when nothing was
   committed, else only the files no commit took; nothing at all when the catalog cannot say
   whether the last commit happened (the files may be live);
@@ -26,6 +32,7 @@ from icecore.table import Table
 
 G = TypeVar("G")
 R = TypeVar("R")
+K = TypeVar("K")  # what re-planning is limited to: a partition
 # Run between a job's writing and its commit (tests commit concurrently there).
 BeforeCommit = Callable[[Table], None]
 
@@ -37,34 +44,99 @@ class Discardable(Protocol):
 
 
 @dataclass(frozen=True)
+class Attempt(Generic[K]):
+    """One plan-write-commit of a run: its number (from 1), the partitions it plans (None:
+    all; else those of the groups whose commit conflicted in the attempt before, with partial
+    progress), and the conflict that made it necessary (None for the first)."""
+
+    number: int
+    only: frozenset[K] | None = None
+    after: CommitConflictError | None = None
+
+
+@dataclass(frozen=True)
+class FailedBatch(Generic[K]):
+    """A commit of whole groups that conflicted while the run's other commits stood (partial
+    progress): the groups' partitions, each group's description, and the conflict."""
+
+    partitions: tuple[K, ...]
+    groups: tuple[str, ...]
+    conflict: CommitConflictError
+
+    def messages(self) -> list[str]:
+        """One line per group, naming the conflicting snapshot."""
+        return [f"{group}: {described(self.conflict)}" for group in self.groups]
+
+
+@dataclass(frozen=True)
+class Attempted(Generic[R, K]):
+    """What an attempt did: its value (the run's result so far), how many commits it made, and
+    the batches whose commit conflicted (with partial progress; without it, an attempt
+    raises the conflict, having committed nothing)."""
+
+    value: R
+    commits: int = 0
+    failed: Sequence[FailedBatch[K]] = ()
+
+
+@dataclass(frozen=True)
 class Replanned(Generic[R]):
-    """What `with_replanning` returns: the attempt's value, after how many attempts, and the
-    conflicts that made the earlier ones fail."""
+    """What `with_replanning` returns: the last attempt's value, after how many attempts, the
+    conflicts that made attempts fail or groups re-plan, and the groups whose commit still
+    conflicted at the last attempt (partial progress only)."""
 
     value: R
     attempts: int
     conflicts: list[str]
+    failed_groups: list[str]
 
 
-def with_replanning(job: str, attempt: Callable[[], R], max_attempts: int) -> Replanned[R]:
-    """Run `attempt` (plan, write, commit) again from a fresh plan after a commit conflict,
-    up to `max_attempts` times; then fail naming the conflicting snapshot."""
+def described(conflict: CommitConflictError) -> str:
+    """A conflict, naming the snapshot it conflicts with."""
+    if conflict.snapshot_id is None:
+        return str(conflict)
+    return f"{conflict} (conflicting snapshot {conflict.snapshot_id})"
+
+
+def with_replanning(
+    job: str, attempt: Callable[[Attempt[K]], Attempted[R, K]], max_attempts: int
+) -> Replanned[R]:
+    """Run `attempt` (plan, write, commit) until nothing conflicts, up to `max_attempts` times
+    (see the module doc); fail naming the conflicting snapshot when the last attempt
+    conflicted and nothing at all was committed."""
     if max_attempts < 1:
         raise ValidationError(f"{job}: max-attempts must be at least 1, got {max_attempts}")
-    conflicts = []
+    conflicts: list[str] = []
+    only: frozenset[K] | None = None
+    after: CommitConflictError | None = None
+    committed = 0
     for n in range(1, max_attempts + 1):
         try:
-            value = attempt()
-        except CommitConflictError as exc:
-            conflicts.append(exc)
+            done = attempt(Attempt(n, only, after))
+        except CommitConflictError as exc:  # nothing of this attempt committed
+            conflicts.append(described(exc))
             if n == max_attempts:
                 raise CommitConflictError(
-                    f"{job}: commit conflict on each of {n} attempt(s); last: {exc} "
-                    f"(conflicting snapshot {exc.snapshot_id})",
+                    f"{job}: commit conflict on each of {n} attempt(s); last: {described(exc)}",
                     snapshot_id=exc.snapshot_id,
                 ) from exc
+            after = exc
             continue
-        return Replanned(value, n, [str(c) for c in conflicts])
+        committed += done.commits
+        if not done.failed:
+            return Replanned(done.value, n, conflicts, [])
+        conflicts.extend(line for batch in done.failed for line in batch.messages())
+        after = done.failed[-1].conflict
+        if n == max_attempts:
+            if not committed:
+                raise CommitConflictError(
+                    f"{job}: every commit conflicted on each of {n} attempt(s); last: "
+                    f"{done.failed[-1].messages()[0]}",
+                    snapshot_id=after.snapshot_id,
+                )
+            failed = [line for batch in done.failed for line in batch.messages()]
+            return Replanned(done.value, n, conflicts, failed)
+        only = frozenset(k for batch in done.failed for k in batch.partitions)
     raise AssertionError("unreachable")
 
 

@@ -1,6 +1,6 @@
 """Manifest metrics of a Parquet file from its footer, as Iceberg writers record them.
 
-Runs in the task that wrote the file (`spark_jobs.writing.arrow_files`), from the footer it
+Runs in the task that wrote the file (`icecore.data.parquet_writer`), from the footer it
 still holds: record count, size, split offsets and, per column field id, the column size,
 value, null and NaN counts and the lower and upper bounds, in the manifest's single-value
 binary form. The driver never reads data to describe a file.

@@ -48,6 +48,9 @@ TOTAL_EQUALITY_DELETES = "total-equality-deletes"
 CHANGED_PARTITION_COUNT = "changed-partition-count"
 # icefloe's own: the job that committed the snapshot (absent from other engines' commits).
 ICEFLOE_JOB = "icefloe.job"
+# ... and, for an ingestion, the batch it committed (`icecore.actions.batch_ids`) and how.
+BATCH_ID = "icefloe.batch-id"
+INGEST_MODE = "icefloe.ingest-mode"
 
 # (total, added, removed), in the order Java's SnapshotProducer appends them.
 _TOTALS = (

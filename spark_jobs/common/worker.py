@@ -1,4 +1,5 @@
-"""Keeping PySpark's per-task overhead in the Python workers low.
+"""What a Spark task's Python worker needs around icecore's task code: low per-task overhead,
+FileIO clients reused across tasks, the task's number.
 
 Before every task, PySpark's worker calls `importlib.invalidate_caches()` (it may have been
 sent new `--py-files`). On CPython 3.11 and 3.12 that makes every zip importer on `sys.path`
@@ -59,3 +60,15 @@ def worker_io(properties: Mapping[str, str]) -> FileIO:
     their connections) the worker's earlier tasks opened."""
     key = json.dumps(dict(properties), sort_keys=True)
     return _IO.get(key) or _IO.setdefault(key, FileIO(properties))
+
+
+def task_partition() -> int:
+    """The Spark task's partition id, which starts the names of the files it writes; 0 in the
+    driver's own threads (work done there never imports pyspark, which a Spark task's worker
+    always has loaded)."""
+    if "pyspark" not in sys.modules:
+        return 0
+    from pyspark import TaskContext  # noqa: PLC0415 (loaded already)
+
+    context = TaskContext.get()
+    return context.partitionId() if context is not None else 0

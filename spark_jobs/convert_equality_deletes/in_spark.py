@@ -12,9 +12,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from icecore.actions.live_files import LiveDelete, LiveState, equality_fields
 from icecore.table import Table
-from spark_jobs.common.errors import JobError
-from spark_jobs.reading.live_files import LiveDelete, LiveState, top_level_fields
 from spark_jobs.reading.live_rows import BROADCAST_DELETE_ROWS
 from spark_jobs.reading.parquet_files import PerFile, read_parquet
 from spark_jobs.schema import quoted
@@ -54,10 +53,8 @@ def matches(
         scope[d.file.file_path].update(group_of_data[t.file.file_path] for t in state.applies_to(d))
     io = table.io.properties
     frames = []
-    for eq_ids, deletes in sorted(by_ids.items()):
-        if not eq_ids:
-            raise JobError(f"equality delete {deletes[0].file.file_path} has no equality ids")
-        fields = top_level_fields(schema, eq_ids, deletes[0].file.file_path)
+    for _, deletes in sorted(by_ids.items()):
+        fields = equality_fields(schema, deletes[0].file)
         dk = [f"_dk{n}" for n in range(len(fields))]
         rk = [f"_rk{n}" for n in range(len(fields))]
         delete_rows = read_parquet(

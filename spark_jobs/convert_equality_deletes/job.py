@@ -49,9 +49,20 @@ import logging
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from icecore.actions.committing import cleanup_on_failure
+from icecore.actions.committing import Attempted, cleanup_on_failure
+from icecore.actions.live_files import (
+    LiveDelete,
+    LiveState,
+    PartitionKey,
+    equality_fields,
+    live_state,
+    require_parquet,
+)
+from icecore.actions.run_files import RunFiles
 from icecore.catalog import Catalog
 from icecore.commit.delete_rewrite import DeleteRewrite
+from icecore.data.dv_files import DVTarget, WrittenDVs, previous_deletes
+from icecore.data.equality_conversion import Target, key_bytes
 from icecore.spec.manifest import DataFile, FileContent
 from icecore.spec.snapshots import ICEFLOE_JOB, Snapshot
 from icecore.spec.types import NestedField
@@ -60,24 +71,10 @@ from spark_jobs.common.attempts import run_attempts
 from spark_jobs.common.errors import JobError
 from spark_jobs.common.progress import size
 from spark_jobs.common.session import SessionSource, configure, session_of
-from spark_jobs.convert_equality_deletes.in_tasks import Target, Work, convert_in_tasks, key_bytes
-from spark_jobs.reading.live_files import (
-    LiveDelete,
-    LiveState,
-    PartitionKey,
-    live_state,
-    require_parquet,
-    top_level_fields,
-)
+from spark_jobs.convert_equality_deletes.in_tasks import Work, convert_in_tasks
 from spark_jobs.specs.jobs import ConvertEqualityDeletesOptions
 from spark_jobs.specs.results import ConvertEqualityDeletesResult
-from spark_jobs.writing.deletion_vectors import (
-    DVTarget,
-    WrittenDVs,
-    previous_deletes,
-    write_deletion_vectors,
-)
-from spark_jobs.writing.files import RunFiles
+from spark_jobs.writing.deletion_vectors import write_deletion_vectors
 from spark_jobs.writing.grouped_deletes import write_position_deletes
 
 if TYPE_CHECKING:
@@ -90,7 +87,9 @@ LOG = logging.getLogger(f"icefloe.{JOB}")
 def run(
     spark: SessionSource, catalog: Catalog, options: ConvertEqualityDeletesOptions
 ) -> ConvertEqualityDeletesResult:
-    return run_attempts(JOB, catalog, options, lambda table: convert_once(spark, table, options))
+    return run_attempts(
+        JOB, catalog, options, lambda table, _: Attempted(convert_once(spark, table, options))
+    )
 
 
 def convert_once(
@@ -200,9 +199,7 @@ def _work(
     schema = table.metadata.schema()
     key_fields: dict[int, NestedField] = {}
     for d in used:
-        if not d.file.equality_ids:
-            raise JobError(f"equality delete {d.file.file_path} has no equality ids")
-        for f in top_level_fields(schema, d.file.equality_ids, d.file.file_path):
+        for f in equality_fields(schema, d.file):
             key_fields[f.field_id] = f
     v3 = table.metadata.format_version >= 3
     targets = sorted({t.file.file_path for d in used for t in state.applies_to(d)})

@@ -21,8 +21,11 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from icecore.actions.batch_ids import BatchAlreadyCommitted, committed_batch, guard_batch
+from icecore.actions.run_files import FileSet, RunFiles, rows_per_file
 from icecore.catalog import Catalog
 from icecore.commit.producer import SnapshotProducer
+from icecore.data.dv_files import DVTarget, WrittenDVs
 from icecore.data.metrics import MetricsConfig
 from icecore.errors import AlreadyExistsError, CommitStateUnknownError, NoSuchTableError
 from icecore.spec.manifest import DataFile, FileContent
@@ -30,17 +33,11 @@ from icecore.spec.metadata import TableMetadata
 from icecore.spec.metadata_columns import POSITION_DELETE_NAMES
 from icecore.spec.properties import WRITE_DISTRIBUTION_MODE
 from icecore.spec.schema import Schema
-from icecore.spec.snapshots import Snapshot
+from icecore.spec.snapshots import INGEST_MODE, Snapshot
 from icecore.table import Table
 from spark_jobs.common.errors import JobError
 from spark_jobs.common.session import SessionSource, configure, session_of
 from spark_jobs.ingest.changes import SUPERSEDED, ResolvedBatch, resolve
-from spark_jobs.ingest.commit import (
-    INGEST_MODE,
-    BatchAlreadyCommitted,
-    committed_batch,
-    guard_batch,
-)
 from spark_jobs.ingest.object_source import spark_cannot_read
 from spark_jobs.ingest.positions import superseded_positions
 from spark_jobs.ingest.source import (
@@ -64,12 +61,8 @@ from spark_jobs.schema import (
 )
 from spark_jobs.specs.jobs import IngestOptions
 from spark_jobs.specs.results import IngestResult
-from spark_jobs.writing.deletion_vectors import DVTarget, WrittenDVs, write_deletion_vectors
-from spark_jobs.writing.files import (
-    FileSet,
-    RunFiles,
-    rows_per_file,
-)
+from spark_jobs.writing.deletion_vectors import write_deletion_vectors
+from spark_jobs.writing.files import write_frame
 from spark_jobs.writing.layout import PartitionLayout
 from spark_jobs.writing.transforms import sort_columns
 
@@ -256,7 +249,7 @@ def _rows(
     metrics = MetricsConfig.for_table(metadata.properties, schema)
     spec = metadata.spec()
     return FileSet(
-        "rows", FileContent.DATA, schema, spec, layout, metrics, sort_order_id=sort_order_id
+        "rows", FileContent.DATA, schema, spec, layout.names, metrics, sort_order_id=sort_order_id
     )
 
 
@@ -278,7 +271,7 @@ def _write_rows(table: Table, run: RunFiles, frame: DataFrame) -> None:
         rows = rows.sortWithinPartitions(*sort)
     sort_order_id = order.order_id if not order.is_unsorted else None
     file_set = _rows(metadata, layout, sort_order_id)
-    if not run.write(rows, file_set, rows_per_file(metadata)):
+    if not write_frame(run, rows, file_set, rows_per_file(metadata)):
         raise JobError("the source is empty: nothing to ingest")
 
 
@@ -348,7 +341,7 @@ def _write_written_rows(
     ordered = ordered.sortWithinPartitions(*parts, *key_columns, *ORDER_COLUMNS)
     columns = [*(F.col(quote_name(f.name)) for f in schema.fields), *parts]
     file_set = _rows(metadata, layout)
-    data_files = run.write(ordered.select(*columns), file_set, rows_per_file(metadata))
+    data_files = write_frame(run, ordered.select(*columns), file_set, rows_per_file(metadata))
     if not batch.superseded:
         return WrittenDVs([], {})
     positions = superseded_positions(
@@ -367,7 +360,7 @@ def _write_written_rows(
     names = [quote_name(n) for n in layout.names]
     positions = positions.repartition(*names) if names else positions.repartition(1)
     positions = positions.sortWithinPartitions(*names, "file_path", "pos")
-    run.write(positions, FileSet.position_deletes(spec, layout))
+    write_frame(run, positions, FileSet.position_deletes(spec, layout.names))
     return WrittenDVs([], {})
 
 
@@ -381,20 +374,21 @@ def _write_equality_deletes(
     key_fields = [schema.find_field(k) for k in keys]
     deleted = batch.deleted_keys(keys)
     frame = deleted.select(*conform(deleted.schema, key_fields))
-    layout: PartitionLayout | None = PartitionLayout(spec, schema, POSITION_DELETE_NAMES)
-    assert layout is not None
+    layout = PartitionLayout(spec, schema, POSITION_DELETE_NAMES)
+    partition_columns: list[str] = []
     if layout.is_partitioned and layout.source_paths() <= set(keys):
         frame = layout.with_partition_columns(frame)
         frame = frame.repartition(*(F.col(quote_name(n)) for n in layout.names))
+        partition_columns = layout.names
     else:
         if layout.is_partitioned:
             spec = unpartitioned_spec(table)
-        layout = None
         frame = frame.repartition(1)
     metrics = MetricsConfig.for_table(metadata.properties, schema)
-    run.write(
-        frame, FileSet.equality_deletes("equality-deletes", key_fields, spec, layout, metrics)
+    file_set = FileSet.equality_deletes(
+        "equality-deletes", key_fields, spec, partition_columns, metrics
     )
+    write_frame(run, frame, file_set)
 
 
 # Commit -----------------------------------------------------------------------------------------

@@ -1,1 +1,2 @@
-"""Reading a table's live files and rows in Spark, with the spec's delete rules applied."""
+"""Reading table files into Spark through FileIO: Parquet by field id, the positions of
+deletion vectors, and a file group's live rows with the spec's delete rules applied."""

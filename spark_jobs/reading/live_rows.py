@@ -43,8 +43,9 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from icecore.actions.live_files import equality_fields
 from icecore.scan import FileScanTask
-from icecore.spec.manifest import DataFile, FileContent
+from icecore.spec.manifest import DataFile, FileContent, content_key
 from icecore.spec.metadata_columns import (
     DELETE_FILE_PATH,
     DELETE_FILE_POS,
@@ -58,7 +59,6 @@ from spark_jobs.common.errors import JobError
 from spark_jobs.reading.deletion_vectors import ID as DV_ID
 from spark_jobs.reading.deletion_vectors import POS as DV_POS
 from spark_jobs.reading.deletion_vectors import dv_positions
-from spark_jobs.reading.live_files import top_level_fields
 from spark_jobs.reading.local_frames import local_frame
 from spark_jobs.reading.parquet_files import PerFile, read_parquet
 from spark_jobs.schema import quoted
@@ -124,16 +124,16 @@ class LiveRows:
         groups_of_delete: dict[str, set[int]] = defaultdict(set)
         for g in groups:
             for d in g.delete_files:
-                deletes[delete_key(d)] = d
-                groups_of_delete[delete_key(d)].add(g.index)
+                deletes[content_key(d)] = d
+                groups_of_delete[content_key(d)].add(g.index)
         self.deletes = deletes
         self.delete_seqs = {k: delete_sequence_numbers[d.file_path] for k, d in deletes.items()}
         self.groups_of_delete = {k: sorted(s) for k, s in groups_of_delete.items()}
         self.pairs = [
-            (delete_key(d), t.file.file_path) for g in groups for t in g.tasks for d in t.deletes
+            (content_key(d), t.file.file_path) for g in groups for t in g.tasks for d in t.deletes
         ]
         self._positions: DataFrame | None = None
-        self._equality: dict[tuple[int, ...], DataFrame] = {}
+        self._equality: dict[tuple[int, ...], tuple[DataFrame, list[NestedField]]] = {}
 
     # The data side -------------------------------------------------------------------------
 
@@ -242,9 +242,9 @@ class LiveRows:
         self._positions = _maybe_broadcast(rows, count)
         return self._positions
 
-    def _equality_rows(self, ids: tuple[int, ...]) -> DataFrame:
+    def _equality_rows(self, ids: tuple[int, ...]) -> tuple[DataFrame, list[NestedField]]:
         """Key columns `_cmp_dk<n>`, data sequence number and the groups it applies to of
-        every row of the equality delete files with these equality ids."""
+        every row of the equality delete files with these equality ids; the key columns."""
         found = self._equality.get(ids)
         if found is not None:
             return found
@@ -253,9 +253,7 @@ class LiveRows:
             for p, d in self.deletes.items()
             if d.content == FileContent.EQUALITY_DELETES and tuple(d.equality_ids or ()) == ids
         ]
-        if not ids:
-            raise JobError(f"equality delete file {files[0]} has no equality ids")
-        fields = top_level_fields(self.schema, ids, files[0])
+        fields = equality_fields(self.schema, self.deletes[files[0]])
         per_file = PerFile(
             [(_DEL_SEQ, T.LongType()), (_DEL_GROUPS, T.ArrayType(T.IntegerType()))],
             {p: (self.delete_seqs[p], self.groups_of_delete[p]) for p in files},
@@ -268,12 +266,11 @@ class LiveRows:
             _DEL_GROUPS,
         )
         count = sum(self.deletes[p].record_count for p in files)
-        self._equality[ids] = _maybe_broadcast(rows, count)
+        self._equality[ids] = (_maybe_broadcast(rows, count), fields)
         return self._equality[ids]
 
     def _apply_equality(self, rows: DataFrame, ids: tuple[int, ...]) -> DataFrame:
-        deleted = self._equality_rows(ids)
-        fields = top_level_fields(self.schema, ids, "equality delete")
+        deleted, fields = self._equality_rows(ids)
         same = [
             F.col(quoted(f.name)).eqNullSafe(F.col(f"{_DEL_KEY}{n}")) for n, f in enumerate(fields)
         ]
@@ -310,11 +307,3 @@ def check_no_lineage_names(schema: Schema) -> None:
             f"column {taken[0]!r} has the name of a row lineage column: a v3 table's rows "
             "cannot be rewritten with their lineage"
         )
-
-
-def delete_key(delete_file: DataFile) -> str:
-    """A delete file's identity: its location, and for a DV also its offset (one Puffin file
-    holds the DVs of many data files)."""
-    if delete_file.is_deletion_vector:
-        return f"{delete_file.file_path}#{delete_file.content_offset}"
-    return delete_file.file_path

@@ -2,40 +2,46 @@
 
     result = run(spark, catalog, RewriteDataFilesOptions(table="db.events", ...))
 
-Order of work: plan every group from one snapshot (`.plan`), write the groups' live rows
-(`spark_jobs.reading.live_rows`) below the run's own directory, many groups per Spark job
-(`.write`), then commit -- once for all groups,
-or with partial progress once per batch of groups (at most `partial-progress.max-commits`
-commits). A commit is a `RewriteFiles` validated from the planning snapshot: new data files
-keep that snapshot's sequence number (`use-starting-sequence-number`, on by default) so
-equality deletes committed meanwhile still apply to them; a position delete committed
-meanwhile for a replaced file is a conflict naming its snapshot. A conflicting group is
-re-planned from a fresh snapshot and rewritten again, up to `--max-retries` times; what still
-conflicts then fails the job (or, with partial progress, is reported in `failed_groups`).
+Order of work: plan every group from one snapshot (`icecore.actions.rewrite_data_files`),
+write the groups' live rows below the run's own directory, many groups per Spark job
+(`.write`), then commit -- once for all groups, or with partial progress once per batch of
+groups (at most `partial-progress.max-commits` commits). A commit is a `RewriteFiles`
+validated from the planning snapshot: new data files keep that snapshot's sequence number
+(`use-starting-sequence-number`, on by default) so equality deletes committed meanwhile
+still apply to them; a position delete committed meanwhile for a replaced file is a conflict
+naming its snapshot. After a conflict the job plans again from the new table state -- all
+of it, or with partial progress only the conflicting groups' partitions, the other commits
+standing -- up to `--max-attempts` plans in all (`icecore.actions.committing.
+with_replanning`); what still conflicts then fails the job (with partial progress: is
+reported in `failed_groups`, and fails the job only when nothing could be committed).
 The files of a group that is not committed are deleted; nothing references them.
 """
 
 from __future__ import annotations
 
 import logging
-import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from pyspark.sql import SparkSession
 
 from icecore.actions.committing import (
+    Attempt,
+    Attempted,
     BeforeCommit,
+    FailedBatch,
     cleanup_on_failure,
     commit_batches,
     delete_quietly,
 )
 from icecore.actions.file_sizes import FileSizeBounds
+from icecore.actions.live_files import PartitionKey
 from icecore.actions.rewrite_data_files import (
     CompactionPlan,
     FileGroup,
     PlanRules,
     plan_compaction,
 )
+from icecore.actions.run_files import RunFiles
 from icecore.catalog import Catalog
 from icecore.errors import CommitConflictError, ValidationError
 from icecore.spec.manifest import DataFile, content_key
@@ -44,6 +50,7 @@ from icecore.spec.snapshots import ICEFLOE_JOB
 from icecore.spec.sorting import SortOrder
 from icecore.spec.terms import parse_sort_order
 from icecore.table import Table
+from spark_jobs.common.attempts import again, run_attempts
 from spark_jobs.common.errors import JobError
 from spark_jobs.common.progress import size
 from spark_jobs.common.session import SessionSource, configure, session_of
@@ -52,9 +59,9 @@ from spark_jobs.rewrite_data_files.write import write_groups
 from spark_jobs.schema import check_spark_readable
 from spark_jobs.specs.jobs import RewriteDataFilesOptions
 from spark_jobs.specs.results import RewriteDataFilesResult
-from spark_jobs.writing.files import RunFiles
 
-LOG = logging.getLogger("icefloe.rewrite_data_files")
+JOB = "rewrite_data_files"
+LOG = logging.getLogger(f"icefloe.{JOB}")
 
 
 @dataclass
@@ -74,6 +81,30 @@ class _Committed:
     removed_deletes: int
 
 
+@dataclass
+class _Progress:
+    """What the run's plans and commits did so far."""
+
+    commits: list[_Committed] = field(default_factory=list)
+    planned: tuple[int, int | None] | None = None  # the first plan's groups and snapshot
+
+    def result(self) -> RewriteDataFilesResult:
+        """What the commits so far did (the attempts and conflicts are the loop's)."""
+        groups, snapshot_id = self.planned or (0, None)
+        return RewriteDataFilesResult(
+            planned_groups=groups,
+            snapshot_id=snapshot_id,
+            rewritten_data_files=sum(c.replaced_files for c in self.commits),
+            added_data_files=sum(c.added_files for c in self.commits),
+            rewritten_bytes=sum(c.replaced_bytes for c in self.commits),
+            removed_delete_files=sum(c.removed_deletes for c in self.commits),
+            commits=[c.snapshot_id for c in self.commits],
+        )
+
+
+_Attempted = Attempted[RewriteDataFilesResult, PartitionKey]
+
+
 def run(
     source: SessionSource,
     catalog: Catalog,
@@ -82,29 +113,25 @@ def run(
     before_commit: BeforeCommit | None = None,
 ) -> RewriteDataFilesResult:
     """Rewrite the table's data files; the result counters. `before_commit(table)` runs
-    between writing and committing, once (tests commit concurrently there)."""
-    started = time.monotonic()
-    table = catalog.load_table(options.table)
-    check_spark_readable(table.metadata.schema().fields)  # every column is rewritten
-    rules = _plan_rules(table, options)
+    between writing and committing, in the first attempt only (tests commit concurrently
+    there)."""
     row_filter = parse_where(options.where)
-    order = _sort_order(table, options)
-    commits: list[_Committed] = []
-    failed_groups: list[str] = []
-    planned: tuple[int, int | None] | None = None  # the first plan's groups and snapshot
-    attempts = 0
-    pending: list[str] | None = None  # partition keys still to do after a conflict
-    while True:
+    progress = _Progress()
+
+    def once(table: Table, attempt: Attempt[PartitionKey]) -> _Attempted:
+        check_spark_readable(table.metadata.schema().fields)  # every column is rewritten
+        rules = _plan_rules(table, options)
+        order = _sort_order(table, options)
         plan = plan_compaction(table, rules, row_filter=row_filter)
         groups = plan.groups
-        if pending is not None:
-            groups = [g for g in groups if _group_key(g) in pending]
-        if planned is None:
-            planned = (len(groups), plan.snapshot_id)
-        _log_plan(table, groups, attempts)
+        if attempt.only is not None:
+            groups = [g for g in groups if _partition(g) in attempt.only]
+        if progress.planned is None:
+            progress.planned = (len(groups), plan.snapshot_id)
+        _log_plan(table, groups, attempt)
         if not groups:
-            break
-        conflicts = _rewrite(
+            return Attempted(progress.result())
+        return _rewrite(
             configure(session_of(source)),  # started only for groups to rewrite
             table,
             plan,
@@ -112,51 +139,27 @@ def run(
             options=options,
             rules=rules,
             order=order,
-            commits=commits,
-            before_commit=before_commit,
+            progress=progress,
+            before_commit=before_commit if attempt.number == 1 else None,
         )
-        before_commit = None  # the hook runs for the first attempt only
-        if not conflicts:
-            break
-        attempts += 1
-        if attempts > options.max_retries:
-            messages = [f"group {_group_key(g)}: {msg}" for g, msg in conflicts]
-            if not options.partial_progress_enabled:
-                raise CommitConflictError(
-                    f"{options.table}: compaction gave up after {options.max_retries} "
-                    f"retries: {messages[0]}"
-                )
-            failed_groups.extend(messages)
-            break
-        pending = [_group_key(g) for g, _ in conflicts]
-        table.refresh()
-    assert planned is not None
-    return RewriteDataFilesResult(
-        table=options.table,
-        planned_groups=planned[0],
-        snapshot_id=planned[1],
-        rewritten_data_files=sum(c.replaced_files for c in commits),
-        added_data_files=sum(c.added_files for c in commits),
-        rewritten_bytes=sum(c.replaced_bytes for c in commits),
-        removed_delete_files=sum(c.removed_deletes for c in commits),
-        commits=[c.snapshot_id for c in commits],
-        failed_groups=failed_groups,
-        retries=min(attempts, options.max_retries) or None,
-        seconds=round(time.monotonic() - started, 3),
-    )
+
+    return run_attempts(JOB, catalog, options, once)
 
 
-def _group_key(group: FileGroup) -> str:
-    return f"spec {group.spec_id} partition {group.partition!r}"
+def _partition(group: FileGroup) -> PartitionKey:
+    return group.spec_id, group.partition
 
 
-def _log_plan(table: Table, groups: list[FileGroup], attempt: int) -> None:
+def _describe(group: FileGroup) -> str:
+    return f"group of spec {group.spec_id} partition {group.partition!r}"
+
+
+def _log_plan(table: Table, groups: list[FileGroup], attempt: Attempt[PartitionKey]) -> None:
     files = sum(len(g.tasks) for g in groups)
     deletes = len({content_key(d) for g in groups for d in g.delete_files})
-    again = f" (again, after a conflict: attempt {attempt + 1})" if attempt else ""
     LOG.info(
         "plan%s: %d data files (%s) in %d groups, %d delete files to apply, on %s",
-        again,
+        again(attempt),
         files,
         size(sum(g.input_bytes for g in groups)),
         len(groups),
@@ -215,14 +218,14 @@ def _rewrite(
     options: RewriteDataFilesOptions,
     rules: PlanRules,
     order: SortOrder | None,
-    commits: list[_Committed],
+    progress: _Progress,
     before_commit: BeforeCommit | None,
-) -> list[tuple[FileGroup, str]]:
-    """Write and commit `groups`, adding each commit to `commits`; the groups that
-    conflicted, with the conflict."""
+) -> _Attempted:
+    """Write and commit `groups`, adding each commit to `progress`; with partial progress,
+    the batches whose commit conflicted (without it the conflict is raised)."""
     run = RunFiles(table.io, table.metadata, "rewrite-data-files")
-    conflicts: list[tuple[FileGroup, str]] = []
-    committed: list[str] = []  # data files replaced by earlier commits of this run
+    failed: list[FailedBatch[PartitionKey]] = []
+    committed: list[str] = []  # data files replaced by earlier commits of this attempt
     written: list[_Written] = []
     done: set[int] = set()  # groups committed or already cleaned up
     with cleanup_on_failure(
@@ -248,14 +251,25 @@ def _rewrite(
         batches = commit_batches(
             written, options.partial_progress_enabled, options.partial_progress_max_commits
         )
+        commits_before = len(progress.commits)
         for batch in batches:
             try:
-                commits.append(_commit(table, plan, batch, committed=committed, options=options))
+                progress.commits.append(
+                    _commit(table, plan, batch, committed=committed, options=options)
+                )
             except CommitConflictError as exc:
-                conflicts.extend((w.group, str(exc)) for w in batch)
+                if not options.partial_progress_enabled:
+                    raise
                 delete_quietly(table, [f for w in batch for f in w.files])
+                failed.append(
+                    FailedBatch(
+                        tuple(_partition(w.group) for w in batch),
+                        tuple(_describe(w.group) for w in batch),
+                        exc,
+                    )
+                )
             done.update(w.group.index for w in batch)
-    return conflicts
+    return Attempted(progress.result(), len(progress.commits) - commits_before, failed)
 
 
 def _commit(
@@ -277,7 +291,7 @@ def _commit(
     rewrite.rewrite_files(replaced, added, removed_deletes)
     if options.use_starting_sequence_number:
         rewrite.use_starting_sequence_number()
-    rewrite.snapshot_property(ICEFLOE_JOB, "rewrite_data_files")
+    rewrite.snapshot_property(ICEFLOE_JOB, JOB)
     rewrite.commit()
     committed.extend(f.file_path for f in replaced)
     LOG.info(

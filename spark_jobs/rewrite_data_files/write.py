@@ -50,6 +50,7 @@ from pyspark.sql import functions as F
 
 from icecore.actions.file_sizes import FileSizeBounds
 from icecore.actions.rewrite_data_files import CompactionPlan, FileGroup
+from icecore.actions.run_files import FileSet, RunFiles
 from icecore.data.metrics import MetricsConfig
 from icecore.spec.manifest import DataFile, FileContent
 from icecore.spec.metadata_columns import POSITION_DELETE_NAMES, ROW_LINEAGE
@@ -62,7 +63,7 @@ from spark_jobs.common.session import isolated_session
 from spark_jobs.reading.live_rows import LiveRows, check_no_lineage_names
 from spark_jobs.rewrite_data_files.in_tasks import rewrite_in_tasks
 from spark_jobs.schema import conform, quoted
-from spark_jobs.writing.files import GROUP, FileSet, RunFiles
+from spark_jobs.writing.files import GROUP, write_frame
 from spark_jobs.writing.layout import PartitionLayout
 from spark_jobs.writing.transforms import sort_columns
 
@@ -207,7 +208,7 @@ class _GroupWriter:
         frame = reduce(DataFrame.union, [self._arranged(g, parts) for g in groups])
         if parts or self.sort:
             frame = frame.sortWithinPartitions(GROUP, *parts, *self.sort)
-        return run.write(frame, self.file_set(name, groups, respec=respec), max_records)
+        return write_frame(run, frame, self.file_set(name, groups, respec=respec), max_records)
 
     def file_set(self, name: str, groups: Sequence[FileGroup], *, respec: bool = False) -> FileSet:
         """The data files of `groups`: in the groups' own partitions, or, rewritten into
@@ -217,7 +218,7 @@ class _GroupWriter:
             content=FileContent.DATA,
             schema=self.file_schema,
             spec=self.spec,
-            layout=self.layout if respec else None,
+            partition_columns=self.layout.names if respec else (),
             metrics=self.metrics,
             sort_order_id=self.sort_order_id,
             groups={} if respec else {g.index: (self.spec.spec_id, g.partition) for g in groups},

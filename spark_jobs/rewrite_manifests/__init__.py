@@ -1,5 +1,6 @@
 """Manifest rewrite (Iceberg's `rewrite_manifests`): `run` plans (`icecore.actions`), writes
-(`in_driver` or `in_spark`) and commits (`job`)."""
+(in the driver's threads, `icecore.actions.manifests_in_threads`, or in Spark tasks,
+`in_spark`) and commits (`job`)."""
 
 from spark_jobs.rewrite_manifests.job import run
 

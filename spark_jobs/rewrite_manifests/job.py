@@ -5,13 +5,14 @@
 Plan (driver, `icecore.actions.rewrite_manifests`): from the current snapshot's manifest list,
 the manifests to replace, by partition spec and content, and how many manifests each group
 becomes. Write: in the driver's threads when the replaced manifests add up to at most
-`--driver-max-bytes` (no Spark session is started: `spark_jobs.common.session`), else in
-Spark tasks (`in_spark`). Commit: one `RewriteManifests` (`replace`) that requires every
-replaced manifest to still be in the branch head; when a concurrent commit rewrote one
-(a compaction, a merging append), the rewrite is planned and written again on the new head,
-up to `--max-attempts` times. Commits that only added manifests meanwhile are kept as they
-are. The manifests of an attempt that does not commit are deleted (not when the catalog cannot
-say whether the commit happened: they may be the table's).
+`--driver-max-bytes` (`icecore.actions.manifests_in_threads`; no Spark session is started:
+`spark_jobs.common.session`), else in Spark tasks (`in_spark`). Commit: one
+`RewriteManifests` (`replace`) that requires every replaced manifest to still be in the
+branch head; when a concurrent commit rewrote one (a compaction, a merging append), the
+rewrite is planned and written again on the new head, up to `--max-attempts` times
+(`icecore.actions.committing.with_replanning`). Commits that only added manifests meanwhile
+are kept as they are. The manifests of an attempt that does not commit are deleted (not when
+the catalog cannot say whether the commit happened: they may be the table's).
 """
 
 from __future__ import annotations
@@ -19,8 +20,9 @@ from __future__ import annotations
 import logging
 import uuid
 
-from icecore.actions.committing import BeforeCommit
+from icecore.actions.committing import Attempted, BeforeCommit
 from icecore.actions.manifest_output import ManifestOutput
+from icecore.actions.manifests_in_threads import rewrite_in_threads
 from icecore.actions.rewrite_manifests import ManifestRewritePlan, plan_manifest_rewrite
 from icecore.catalog import Catalog
 from icecore.errors import CommitStateUnknownError, ValidationError
@@ -33,7 +35,6 @@ from spark_jobs.common.attempts import run_attempts
 from spark_jobs.common.errors import JobError
 from spark_jobs.common.progress import size
 from spark_jobs.common.session import SessionSource, configure, session_of
-from spark_jobs.rewrite_manifests.in_driver import rewrite_in_driver
 from spark_jobs.rewrite_manifests.in_spark import rewrite_in_spark
 from spark_jobs.specs.jobs import RewriteManifestsOptions
 from spark_jobs.specs.results import RewriteManifestsResult
@@ -52,7 +53,10 @@ def run(
     """Rewrite the table's manifests; the result counters. `before_commit(table)` runs after
     the manifests are written, before the commit (tests commit concurrently there)."""
     return run_attempts(
-        JOB, catalog, options, lambda table: rewrite_once(spark, table, options, before_commit)
+        JOB,
+        catalog,
+        options,
+        lambda table, _: Attempted(rewrite_once(spark, table, options, before_commit)),
     )
 
 
@@ -167,7 +171,7 @@ def _write(
     if replaced <= driver_max_bytes:
         for group, output in groups:
             if group.outputs:
-                rewrite_in_driver(table.io, group, output, written)
+                rewrite_in_threads(table.io, group, output, written)
         return "driver"
     session = configure(session_of(spark))
     rewrite_in_spark(session, table.io.properties, groups, written)

@@ -1,101 +1,90 @@
-"""Minor compaction of delete files (Iceberg's `rewrite_position_delete_files`).
+"""Minor compaction of delete files (Iceberg's `rewrite_position_delete_files`): the Spark
+execution of `icecore.actions.rewrite_position_deletes`'s plan, and its commits.
 
-Plan (driver, icecore), per partition (spec id and partition tuple) of the `--where` filter:
-- a position delete file that applies to no live data file (every file it names is gone, or
-  newer than it) is dangling: removed without being read;
-- the other position delete files are candidates when smaller than `min-file-size-bytes` or
-  larger than `max-file-size-bytes` (all of them with `rewrite-all`); a partition's
-  candidates are rewritten when there are at least `min-input-files` of them, or more than
-  one holding more than `target-file-size-bytes` together, or with `rewrite-all`;
-- equality delete files are merged only with files of the same partition, the same data
-  sequence number and the same equality field ids (merging across sequence numbers would
-  change which data files they apply to), under the same count rule; one that applies to no
-  live data file is removed.
+Plan (driver, icecore): per partition of the `--where` filter, the dangling delete files to
+drop and the groups of delete files to merge (see the planner for which, and for the
+sequence number a merged file takes).
 
 Spark reads the chosen position delete files and keeps a row only if the planner paired its
-delete file with the data file it names: rows naming files that are gone, or files the
-delete never applied to, are dropped, and no row can start deleting anything. The rows are
-written sorted by (`file_path`, `pos`), one file per partition per task, split near the
-target size.
+delete file with the data file it names. The rows are written sorted by (`file_path`,
+`pos`), one file per partition per task, split near the target size
+(`--target-file-size-bytes`, by default the table's `write.delete.target-file-size-bytes`).
+Mergeable equality delete files are read by their key columns and written back as one file
+per group.
 
-Sequence numbers: a position delete applies to the data files it names whose data sequence
-number is at most its own. A merged file takes the largest data sequence number of the files
-it replaces: every row it keeps names a data file no newer than the delete file the row came
-from, hence no newer than the merged file, and since rows name files explicitly a larger
-number cannot make a row apply elsewhere. It is also no newer than the starting snapshot,
-so a data compaction planned before this commit does not see the merged files as new
-deletes (their rows are not new). Merged equality deletes keep their common sequence number.
-
-Groups: a partition's chosen files (and each mergeable set of equality delete files) are
-bin-packed into groups of at most `max-file-group-size-bytes`. Everything is written first,
-then committed: in one `replace` commit, or with `partial-progress.enabled` in up to
-`partial-progress.max-commits` commits of whole groups, each validated from the planning
-snapshot, so a large table's work is not all lost to one conflict. Removing a delete file
-that is no longer live is a conflict (another compaction took it): without partial progress
-the whole job plans again from the new state, with it only the conflicting groups'
-partitions do (the other commits stand); up to `--max-attempts` plans in all, then the job
+Commits: everything is written first, then committed: in one `replace` commit, or with
+`partial-progress.enabled` in up to `partial-progress.max-commits` commits of whole groups,
+each validated from the planning snapshot, so a large table's work is not all lost to one
+conflict. Removing a delete file that is no longer live is a conflict (another compaction
+took it): without partial progress the whole job plans again from the new state, with it
+only the conflicting groups' partitions do (the other commits stand); up to
+`--max-attempts` plans in all (`icecore.actions.committing.with_replanning`), then the job
 fails naming the conflicting snapshot (with partial progress: reports `failed_groups`, and
 fails only when nothing could be committed).
 
-Format v3: position delete files are legacy there (a data file's deletes belong in its one
-deletion vector), so every live one in the `--where` partitions is converted, whatever its
-size: per partition one group, since a data file's DV must take all of its legacy files at
-once. Each data file the planner pairs them with gets a DV (`writing.deletion_vectors`) of
-the rows the paired files name for it, taking the group's sequence number; the commit removes
-the legacy files. Live DVs are never rewritten (there is at most one per data file already);
-dangling ones, whose data file is gone, are removed like any dangling delete. With partial
-progress, DVs of different commits never share a Puffin file.
+Format v3: each data file the planner pairs the group's legacy position delete files with
+gets a DV (`writing.deletion_vectors`) of the rows the paired files name for it, taking the
+group's sequence number; the commit removes the legacy files. With partial progress, DVs of
+different commits never share a Puffin file.
 """
 
 from __future__ import annotations
 
 import logging
-import time
 from collections import defaultdict
-from collections.abc import Collection
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass, field, replace
 
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from icecore.actions.binpack import bin_pack
-from icecore.actions.committing import cleanup_on_failure, commit_batches, delete_quietly
+from icecore.actions.committing import (
+    Attempt,
+    Attempted,
+    FailedBatch,
+    cleanup_on_failure,
+    commit_batches,
+    delete_quietly,
+)
 from icecore.actions.file_sizes import FileSizeBounds
+from icecore.actions.live_files import (
+    LiveDelete,
+    LiveState,
+    PartitionKey,
+    equality_fields,
+    live_state,
+    require_parquet,
+)
+from icecore.actions.rewrite_position_deletes import (
+    DeleteGroup,
+    DeletePlan,
+    DeletePlanRules,
+    plan_delete_rewrite,
+    records_per_file,
+    total_bytes,
+)
+from icecore.actions.run_files import RunFiles
 from icecore.catalog import Catalog
 from icecore.commit.delete_rewrite import DeleteRewrite
+from icecore.data.dv_files import DVTarget, previous_deletes
 from icecore.data.metrics import MetricsConfig
 from icecore.errors import CommitConflictError
+from icecore.expressions import BooleanExpression
 from icecore.spec.manifest import DataFile, FileContent
 from icecore.spec.metadata_columns import DELETE_FILE_PATH, DELETE_FILE_POS
 from icecore.spec.properties import DELETE_TARGET_FILE_SIZE_BYTES
 from icecore.spec.snapshots import ICEFLOE_JOB
 from icecore.spec.types import LongType, NestedField, StringType
 from icecore.table import Table
-from spark_jobs.common.errors import JobError
+from spark_jobs.common.attempts import again, run_attempts
 from spark_jobs.common.progress import size
 from spark_jobs.common.session import SessionSource, configure, session_of
 from spark_jobs.common.where import parse_where
-from spark_jobs.reading.live_files import (
-    LiveDelete,
-    LiveState,
-    PartitionKey,
-    live_state,
-    partition_filter,
-    require_parquet,
-    top_level_fields,
-)
 from spark_jobs.reading.parquet_files import PerFile, read_parquet
 from spark_jobs.schema import quoted
 from spark_jobs.specs.jobs import RewritePositionDeletesOptions
 from spark_jobs.specs.results import RewritePositionDeletesResult
-from spark_jobs.writing.deletion_vectors import (
-    DVTarget,
-    previous_deletes,
-    write_deletion_vectors,
-)
-from spark_jobs.writing.files import RunFiles
+from spark_jobs.writing.deletion_vectors import write_deletion_vectors
 from spark_jobs.writing.grouped_deletes import (
     GROUP,
     write_equality_deletes,
@@ -110,163 +99,39 @@ _PATH = NestedField(DELETE_FILE_PATH.field_id, "file_path", StringType())
 _POS = NestedField(DELETE_FILE_POS.field_id, "pos", LongType())
 
 
-@dataclass
-class DeleteGroup:
-    """Delete files of one partition rewritten together into that partition's new files:
-    the unit of a commit with partial progress, and of re-planning after a conflict."""
-
-    index: int
-    key: PartitionKey
-    files: list[LiveDelete]
-    equality_ids: tuple[int, ...] | None = None  # None: position deletes
-    into_dvs: bool = False  # position deletes of a v3 table: converted into DVs
-
-    @property
-    def sequence_number(self) -> int:
-        """The data sequence number the group's new files take (see the module doc)."""
-        return max(d.sequence_number for d in self.files)
-
-    def describe(self) -> str:
-        kind = "position" if self.equality_ids is None else f"equality {list(self.equality_ids)}"
-        into = " into deletion vectors" if self.into_dvs else ""
-        return f"{kind} deletes{into} of spec {self.key[0]} partition {self.key[1]!r}"
-
-
-@dataclass
-class _Plan:
-    groups: list[DeleteGroup]
-    dangling: list[LiveDelete]
-
-    def of_kind(self, equality: bool) -> list[DeleteGroup]:
-        return [g for g in self.groups if (g.equality_ids is not None) == equality]
-
-
 def run(
     source: SessionSource, catalog: Catalog, options: RewritePositionDeletesOptions
 ) -> RewritePositionDeletesResult:
     """Plan, write and commit; after a conflict plan again from the new table state (all of
     it, or with partial progress only the partitions whose commit conflicted), at most
     `max_attempts` times."""
-    started = time.monotonic()
     where = parse_where(options.where)
     progress = _Progress()
-    conflicts: list[str] = []
-    failed_groups: list[str] = []
-    pending: set[PartitionKey] | None = None
-    for attempt in range(1, options.max_attempts + 1):
-        table = catalog.load_table(options.table)
-        target = options.target_file_size_bytes or DELETE_TARGET_FILE_SIZE_BYTES.read(
-            table.metadata.properties
+
+    def once(table: Table, attempt: Attempt[PartitionKey]) -> _Attempted:
+        rules = plan_rules(table, options)
+        return rewrite_once(
+            source, table, options, rules, where, progress=progress, attempt=attempt
         )
-        sizes = FileSizeBounds.of(target, options.min_file_size_bytes, options.max_file_size_bytes)
-        try:
-            failed = rewrite_once(
-                source, table, options, sizes, where, progress=progress, only=pending
-            )
-        except CommitConflictError as exc:  # without partial progress: nothing committed
-            conflicts.append(str(exc))
-            if attempt == options.max_attempts:
-                raise JobError(
-                    f"{JOB}: commit conflict on each of {attempt} attempt(s); last: {exc} "
-                    f"(conflicting snapshot {exc.snapshot_id})"
-                ) from exc
-            continue
-        if not failed:
-            break
-        conflicts.extend(message for _, message in failed)
-        pending = {key for keys, _ in failed for key in keys}
-        if attempt == options.max_attempts:
-            failed_groups = [message for _, message in failed]
-    if failed_groups and not progress.commits:
-        raise JobError(
-            f"{JOB}: every commit conflicted on each of {options.max_attempts} attempt(s); "
-            f"last: {failed_groups[0]}"
-        )
-    return progress.result(
-        options.table,
-        failed_groups=failed_groups,
-        attempts=attempt,
-        conflicts=conflicts,
-        seconds=round(time.monotonic() - started, 3),
+
+    result = run_attempts(JOB, catalog, options, once)
+    if result.failed_groups:
+        return replace(result, status="partially-committed")
+    return result
+
+
+def plan_rules(table: Table, options: RewritePositionDeletesOptions) -> DeletePlanRules:
+    """The planner's settings from the job's options; the target size defaults to the
+    table's `write.delete.target-file-size-bytes`, as in Java."""
+    target = options.target_file_size_bytes or DELETE_TARGET_FILE_SIZE_BYTES.read(
+        table.metadata.properties
     )
-
-
-def plan(
-    state: LiveState,
-    options: RewritePositionDeletesOptions,
-    sizes: FileSizeBounds,
-    where: Any,
-    only: Collection[PartitionKey] | None = None,
-) -> _Plan:
-    """The groups to rewrite and the dangling files to drop, in the partitions `where` may
-    match (and, when re-planning after a conflict, only those in `only`)."""
-    in_filter = partition_filter(state.table, where)
-
-    def keep(key: PartitionKey) -> bool:
-        return in_filter(key) and (only is None or key in only)
-
-    dangling: list[LiveDelete] = []
-    by_partition: dict[PartitionKey, list[LiveDelete]] = defaultdict(list)
-    equality: dict[tuple[PartitionKey, int, tuple[int, ...]], list[LiveDelete]] = defaultdict(list)
-    for d in state.deletes.values():
-        if not keep(d.partition_key):
-            continue
-        if not state.applies_to(d):
-            dangling.append(d)
-        elif d.file.is_deletion_vector:
-            continue  # the one DV of its data file: nothing to merge it with
-        elif d.file.content == FileContent.POSITION_DELETES:
-            by_partition[d.partition_key].append(d)
-        elif d.file.content == FileContent.EQUALITY_DELETES:
-            ids = tuple(d.file.equality_ids or ())
-            equality[(d.partition_key, d.sequence_number, ids)].append(d)
-    groups: list[DeleteGroup] = []
-    into_dvs = state.table.metadata.format_version >= 3
-    for key, files in by_partition.items():
-        if into_dvs:
-            members = sorted(files, key=lambda d: d.file.file_path)
-            groups.append(DeleteGroup(len(groups), key, members, into_dvs=True))
-            continue
-        for packed in _bin_pack(_choose(files, options, sizes), options.max_file_group_size_bytes):
-            if options.rewrite_all or len(packed) > 1 or _size(packed) > sizes.max_size:
-                groups.append(DeleteGroup(len(groups), key, packed))
-    for (key, _, ids), files in equality.items():
-        if len(files) < 2 or not (options.rewrite_all or len(files) >= options.min_input_files):
-            continue
-        for packed in _bin_pack(files, options.max_file_group_size_bytes):
-            if len(packed) > 1:
-                groups.append(DeleteGroup(len(groups), key, packed, ids))
-    return _Plan(groups, dangling)
-
-
-def _size(files: list[LiveDelete]) -> int:
-    return sum(d.file.file_size_in_bytes for d in files)
-
-
-def _choose(
-    files: list[LiveDelete], options: RewritePositionDeletesOptions, sizes: FileSizeBounds
-) -> list[LiveDelete]:
-    if options.rewrite_all:
-        return files
-    candidates = [
-        d
-        for d in files
-        if d.file.file_size_in_bytes < sizes.min_size or d.file.file_size_in_bytes > sizes.max_size
-    ]
-    if len(candidates) >= options.min_input_files or (
-        len(candidates) > 1 and _size(candidates) > sizes.target
-    ):
-        return candidates
-    return []
-
-
-def _bin_pack(files: list[LiveDelete], max_group: int) -> list[list[LiveDelete]]:
-    """Groups of at most `max_group` bytes, so that no commit (and no Spark write) holds
-    more than that; members in path order."""
-    packed = bin_pack(
-        files, lambda d: d.file.file_size_in_bytes, lambda d: d.file.file_path, max_group
+    return DeletePlanRules(
+        sizes=FileSizeBounds.of(target, options.min_file_size_bytes, options.max_file_size_bytes),
+        min_input_files=options.min_input_files,
+        max_file_group_size_bytes=options.max_file_group_size_bytes,
+        rewrite_all=options.rewrite_all,
     )
-    return [sorted(members, key=lambda d: d.file.file_path) for members in packed]
 
 
 # The counters of a commit, summed over the run's commits.
@@ -286,6 +151,9 @@ _COUNTERS = (
 )
 
 
+_Attempted = Attempted[RewritePositionDeletesResult, PartitionKey]
+
+
 @dataclass
 class _Progress:
     """What the run's plans and commits did so far; each commit as a result of its own."""
@@ -295,21 +163,13 @@ class _Progress:
     snapshot_id: int | None = None  # of the first plan
     empty_table: bool = False
 
-    def result(
-        self,
-        table: str,
-        *,
-        failed_groups: list[str],
-        attempts: int,
-        conflicts: list[str],
-        seconds: float,
-    ) -> RewritePositionDeletesResult:
+    def result(self) -> RewritePositionDeletesResult:
+        """What the commits so far did (the attempts and conflicts are the loop's)."""
         last = self.commits[-1] if self.commits else None
         status = "empty-table" if self.empty_table else "nothing-to-rewrite"
         if last is not None:
-            status = "partially-committed" if failed_groups else "committed"
+            status = "committed"
         return RewritePositionDeletesResult(
-            table=table,
             status=status,
             snapshot_id=self.snapshot_id if last is None else last.snapshot_id,
             sequence_number=None if last is None else last.sequence_number,
@@ -317,46 +177,40 @@ class _Progress:
             **{name: sum(getattr(c, name) for c in self.commits) for name in _COUNTERS},
             planned_groups=self.planned_groups,
             commits=[c.snapshot_id for c in self.commits if c.snapshot_id is not None],
-            failed_groups=failed_groups,
-            attempts=attempts,
-            conflicts=conflicts,
-            seconds=seconds,
         )
-
-
-Failed = list[tuple[list[PartitionKey], str]]
 
 
 def rewrite_once(
     source: SessionSource,
     table: Table,
     options: RewritePositionDeletesOptions,
-    sizes: FileSizeBounds,
-    where: Any,
+    rules: DeletePlanRules,
+    where: BooleanExpression | None,
     *,
     progress: _Progress,
-    only: Collection[PartitionKey] | None = None,
-) -> Failed:
-    """One plan, write and commit(s), adding what was committed to `progress`. Returns the
-    batches whose commit conflicted (partial progress; without it the conflict is raised)
-    as their partitions and the conflict. Spark is started only for files to write."""
+    attempt: Attempt[PartitionKey],
+) -> _Attempted:
+    """One plan, write and commit(s), adding what was committed to `progress`, of the
+    partitions `attempt` plans; with partial progress, the batches whose commit conflicted
+    (without it the conflict is raised). Spark is started only for files to write."""
     state = live_state(table)
     if state is None:
         progress.empty_table = True
-        return []
-    chosen = plan(state, options, sizes, where, only)
-    if only is None:
+        return Attempted(progress.result())
+    chosen = plan_delete_rewrite(state, rules, row_filter=where, only=attempt.only)
+    if attempt.only is None:
         progress.planned_groups = len(chosen.groups)
         if progress.snapshot_id is None:
             progress.snapshot_id = state.snapshot.snapshot_id
     if not (chosen.groups or chosen.dangling):
-        return []
+        return Attempted(progress.result())
     require_parquet([d.file for g in chosen.groups for d in g.files])
 
     LOG.info(
-        "plan: %d delete files (%s) in %d groups, %d dangling delete files to drop, on %s",
+        "plan%s: %d delete files (%s) in %d groups, %d dangling delete files to drop, on %s",
+        again(attempt),
         sum(len(g.files) for g in chosen.groups),
-        size(sum(_size(g.files) for g in chosen.groups)),
+        size(sum(g.input_bytes for g in chosen.groups)),
         len(chosen.groups),
         len(chosen.dangling),
         table.name,
@@ -380,12 +234,12 @@ def rewrite_once(
             _write_dvs(spark, run, state, groups=to_dvs, batches=batches, written=written)
         if len(to_dvs) < len(chosen.of_kind(equality=False)):
             spark = configure(session_of(source))
-            _write_positions(spark, run, table, state=state, chosen=chosen, sizes=sizes)
+            _write_positions(spark, run, table, state=state, chosen=chosen, rules=rules)
         if chosen.of_kind(equality=True):
             _write_equalities(configure(session_of(source)), run, table, chosen=chosen)
         for f, g in run.grouped_files():
             written[g].append(f)
-        failed: Failed = []
+        failed: list[FailedBatch[PartitionKey]] = []
         for n, batch in enumerate(batches):
             dangling = chosen.dangling if n == 0 else []
             try:
@@ -396,11 +250,11 @@ def rewrite_once(
                 if not options.partial_progress_enabled:
                     raise
                 delete_quietly(table, [f for g in batch for f in written[g.index]])
-                keys = [g.key for g in batch] + [d.partition_key for d in dangling]
-                names = "; ".join(g.describe() for g in batch) or "dangling deletes"
-                failed.append((keys, f"{names}: {exc} (conflicting snapshot {exc.snapshot_id})"))
+                keys = (*(g.key for g in batch), *(d.partition_key for d in dangling))
+                names = tuple(g.describe() for g in batch) or ("dangling deletes",)
+                failed.append(FailedBatch(keys, names, exc))
             done.update(g.index for g in batch)
-    return failed
+    return Attempted(progress.result(), len(progress.commits) - commits_before, failed)
 
 
 def _commit(
@@ -441,7 +295,7 @@ def _commit(
         starting_snapshot_id=state.snapshot.snapshot_id,
         rewritten_delete_files=len(inputs),
         added_delete_files=len(added),
-        rewritten_bytes=_size(inputs),
+        rewritten_bytes=total_bytes(inputs),
         added_bytes=sum(sizes.values()),
         removed_dangling_delete_files=len(dangling),
         rewritten_position_deletes=rewritten_positions,
@@ -460,8 +314,8 @@ def _write_positions(
     table: Table,
     *,
     state: LiveState,
-    chosen: _Plan,
-    sizes: FileSizeBounds,
+    chosen: DeletePlan,
+    rules: DeletePlanRules,
 ) -> None:
     groups = [g for g in chosen.of_kind(equality=False) if not g.into_dvs]
     inputs = [d for g in groups for d in g.files]
@@ -490,8 +344,7 @@ def _write_positions(
         ),
     )
     kept = rows.join(F.broadcast(applicable), [_D, "file_path"]).select("file_path", "pos", GROUP)
-    records = sum(d.file.record_count for d in inputs)
-    max_records = max(1, int(sizes.target / (_size(inputs) / records))) if records else None
+    max_records = records_per_file(inputs, rules.sizes.target)
     keys = {g.index: g.key for g in groups}
     write_position_deletes(
         run, kept.distinct(), table.metadata.spec(), keys, max_records=max_records
@@ -525,14 +378,16 @@ def _write_dvs(
         written[group_of[dv.referenced_data_file or ""]].append(dv)
 
 
-def _write_equalities(spark: SparkSession, run: RunFiles, table: Table, *, chosen: _Plan) -> None:
+def _write_equalities(
+    spark: SparkSession, run: RunFiles, table: Table, *, chosen: DeletePlan
+) -> None:
     schema = table.metadata.schema()
     by_ids: dict[tuple[int, ...], list[DeleteGroup]] = defaultdict(list)
     for g in chosen.of_kind(equality=True):
         assert g.equality_ids is not None
         by_ids[g.equality_ids].append(g)
-    for n, (ids, members) in enumerate(sorted(by_ids.items())):
-        fields = top_level_fields(schema, ids, members[0].files[0].file.file_path)
+    for n, (_, members) in enumerate(sorted(by_ids.items())):
+        fields = equality_fields(schema, members[0].files[0].file)
         files = [(g.index, d) for g in members for d in g.files]
         delete_id = {d.file.file_path: i for i, (_, d) in enumerate(files)}
         keys = read_parquet(

@@ -143,9 +143,11 @@ def _force() -> object:
     return option(False, BOOLEAN, "accept values that would harm the table")
 
 
-def _max_attempts() -> object:
+def _max_attempts(default: int = 3) -> object:
     return option(
-        3, integer(1), "plans and commits again after a commit conflict, at most this many times"
+        default,
+        integer(1),
+        "plans and commits again after a commit conflict, at most this many times",
     )
 
 
@@ -230,9 +232,7 @@ class RewriteDataFilesOptions(JobOptions):
         procedure="use-starting-sequence-number",
         form=False,
     )
-    max_retries: int = option(
-        3, integer(0), "times a conflicting file group is planned and rewritten again"
-    )
+    max_attempts: int = _max_attempts(4)  # type: ignore[assignment]
     max_concurrent_file_group_rewrites: int = option(
         5,
         integer(1),

@@ -185,7 +185,8 @@ class RewriteDataFilesResult(JobResult):
     removed_delete_files: int = 0
     commits: list[int] = field(default_factory=list)
     failed_groups: list[str] = field(default_factory=list)
-    retries: int | None = None
+    attempts: int | None = None
+    conflicts: list[str] = field(default_factory=list)
     seconds: float | None = None
 
 

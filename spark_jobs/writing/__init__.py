@@ -1,7 +1,8 @@
-"""Writing Iceberg data and delete files from Spark tasks, and describing them.
+"""Writing Iceberg data and delete files from Spark tasks: the Spark side of icecore's writers.
 
-The tasks write each file with pyarrow through the table's FileIO (`arrow_files`: field ids,
-INT64 micros timestamps, the table's partition layout and location provider) and read its
-Parquet footer as they close it, turning it into the manifest metrics Iceberg writers record,
-so no data is read back on the driver.
+Spark computes the partition columns (`layout`, `transforms`), shuffles and sorts the rows,
+and runs icecore's task writers on their Arrow batches (`files`: Parquet data and delete
+files, `icecore.data.parquet_writer`; `deletion_vectors`: Puffin DVs,
+`icecore.data.dv_files`; `grouped_deletes`: delete files by partition group). The tasks
+describe their files from the footers they still hold, so no data is read back.
 """

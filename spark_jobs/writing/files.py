@@ -1,291 +1,110 @@
-"""The files one job run writes, and the DataFiles a commit adds for them.
+"""Writing a DataFrame's rows as table files: each Spark task runs icecore's `TaskWriter` on
+its Arrow batches (`mapInArrow`), and the driver records what the tasks report.
 
-Files go where the table's location provider says (`icecore.location_provider`: the data
-location is `write.data.path`, or `<location>/data`). By default each job run writes below its
-own directory there, `<data location>/<job>-<uuid>/<file set>/<partition path>/<file name>`
-(the partition path Java's `partitionToPath`, `ts_day=2024-01-07/id_bucket=3`): a failed or
-abandoned run is removed by deleting it. A table with `write.object-storage.enabled` has no
-such directory: each file goes under hash directories,
-`<data location>/<hash>/<partition path>/<file name>`, as Java writes them, and the run
-deletes its files one by one. Nothing in the table references these files until the commit,
-so a job killed at any point before it leaves the table as it was.
+    write_frame(run, frame, file_set)  # `run.files()` then describes the files
 
-Every file is written by the Spark tasks with pyarrow through the table's FileIO
-(`arrow_files`), never through a Hadoop FileSystem: an `s3://`, `gs://` or `abfss://` table
-needs no Hadoop connector, and the files get Iceberg's own Parquet types (uuid, fixed, time,
-field ids on list and map fields). The tasks describe their files (footer metrics) as they
-close them, with the group of the file's rows and the values of its partition: a file's
-partition tuple comes from those, never from its path. The table's Parquet properties (codec
-and level, row group, page and dictionary sizes) apply, and `write.target-file-size-bytes`
-rolls files.
+The files are the run's (`icecore.actions.run_files.RunFiles`: where they go, how they
+become DataFiles, how a failed run's are deleted), written with pyarrow through the table's
+FileIO (`icecore.data.parquet_writer`), never through a Hadoop FileSystem: an `s3://`,
+`gs://` or `abfss://` table needs no Hadoop connector, and the files get Iceberg's own
+Parquet types (uuid, fixed, time, field ids on list and map fields), which Spark's writer
+cannot produce. Spark's part: it computes the partition columns (`layout`), casts them to
+their text forms, shuffles and sorts as the job asks, and schedules and retries the tasks.
 """
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator
+from functools import partial
 from typing import TYPE_CHECKING
 
-from icecore.data.metrics import MetricsConfig
-from icecore.errors import FileError
-from icecore.io import FileIO
-from icecore.location_provider import LocationProvider, table_locations
-from icecore.spec.conversions import value_from_json
-from icecore.spec.delete_targets import single_path
-from icecore.spec.manifest import DataFile, FileContent, FileFormat
-from icecore.spec.metadata import TableMetadata
-from icecore.spec.metadata_columns import POSITION_DELETE_SCHEMA
-from icecore.spec.partitioning import PartitionSpec
-from icecore.spec.properties import WRITE_TARGET_FILE_SIZE_BYTES
-from icecore.spec.schema import Schema
-from icecore.spec.types import NestedField
+import pyarrow as pa
+
+from icecore.actions.run_files import FileSet, RunFiles
+from icecore.data.parquet_writer import TaskWriter, WritePlan
+from icecore.data.task_reports import REPORTED, kept_files, written_batch
 from spark_jobs.common.errors import JobError
-from spark_jobs.reading.live_files import PartitionKey
-from spark_jobs.writing.arrow_files import FilePartitions, Written, write_with_arrow
-from spark_jobs.writing.layout import PartitionLayout
+from spark_jobs.common.worker import cheap_cache_invalidation, task_partition, worker_io
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
+    from pyspark.sql import types as T
 
 # The integer column of rows written by (spec, partition) group (`FileSet.groups`).
 GROUP = "_group"
+# The columns a task groups rows by: each partition column as Spark's string cast, the group.
+_PARTITION_COLUMN = "_key_partition{}"
+_GROUP_COLUMN = "_key_group"
 
 
-@dataclass(frozen=True)
-class FileSet:
-    """One kind of file a write produces, and how its manifest entries are described.
+def write_frame(
+    run: RunFiles, frame: DataFrame, file_set: FileSet, max_records: int | None = None
+) -> list[str]:
+    """Write `frame` (the file set's columns, then its partition columns and, when it has
+    groups, the integer `_group`) as files of `run`; their locations.
 
-    A file's partition is that of its rows' partition columns (`layout`, of `spec`), else,
-    when the rows carry their group (`groups` is not None: a `_group` column), its group's
-    key in `groups`, else none. Rows rewritten into another spec carry both: partition
-    columns for the partition, the group for the caller (`RunFiles.grouped_files`)."""
-
-    name: str
-    content: FileContent
-    schema: Schema
-    spec: PartitionSpec
-    layout: PartitionLayout | None
-    metrics: MetricsConfig
-    equality_ids: list[int] | None = None
-    sort_order_id: int | None = None
-    groups: Mapping[int, PartitionKey] | None = None
-
-    @classmethod
-    def position_deletes(
-        cls,
-        spec: PartitionSpec,
-        layout: PartitionLayout | None,
-        name: str = "position-deletes",
-        *,
-        groups: Mapping[int, PartitionKey] | None = None,
-    ) -> FileSet:
-        """Position delete files: the spec's reserved schema, every metric kept (readers
-        bound `file_path` to find the data files a delete file can touch)."""
-        return cls(
-            name,
-            FileContent.POSITION_DELETES,
-            POSITION_DELETE_SCHEMA,
-            spec,
-            layout,
-            MetricsConfig.full(),
-            groups=groups,
-        )
-
-    @classmethod
-    def equality_deletes(
-        cls,
-        name: str,
-        key_fields: Sequence[NestedField],
-        spec: PartitionSpec,
-        layout: PartitionLayout | None,
-        metrics: MetricsConfig,
-        *,
-        groups: Mapping[int, PartitionKey] | None = None,
-    ) -> FileSet:
-        """Equality delete files of `key_fields`, which are also their equality ids."""
-        return cls(
-            name,
-            FileContent.EQUALITY_DELETES,
-            Schema(tuple(key_fields)),
-            spec,
-            layout,
-            metrics,
-            equality_ids=[f.field_id for f in key_fields],
-            groups=groups,
-        )
-
-
-def rows_per_file(metadata: TableMetadata) -> int | None:
-    """Rows per file that reach `write.target-file-size-bytes` at the table's average bytes
-    per row so far; None (no limit) for a table without data yet."""
-    target = WRITE_TARGET_FILE_SIZE_BYTES.read(metadata.properties)
-    snapshot = metadata.current_snapshot()
-    summary = snapshot.summary if snapshot is not None else None
-    if summary is None:
-        return None
+    A source value the table's type cannot hold (a malformed uuid, a fixed value of the
+    wrong length, ...) fails the write with a JobError naming the column."""
     try:
-        size = int(summary.get("total-files-size") or 0)
-        records = int(summary.get("total-records") or 0)
-    except ValueError:
-        return None
-    if size <= 0 or records <= 0:
-        return None
-    return max(1, int(target / (size / records)))
+        return _write(run, frame, file_set, max_records)
+    except Exception as exc:
+        from spark_jobs.schema import invalid_value  # noqa: PLC0415 (Spark work only)
+
+        message = invalid_value(exc)
+        if message is None:
+            raise
+        raise JobError(message) from None
 
 
-class RunFiles:
-    """The files one job run writes for one table: below one directory of its own (`location`),
-    or, in an object-storage table, wherever the table's location provider hashes them."""
+def _write(
+    run: RunFiles, frame: DataFrame, file_set: FileSet, max_records: int | None
+) -> list[str]:
+    from pyspark.sql import functions as F  # noqa: PLC0415 (Spark work only)
 
-    def __init__(
-        self,
-        io: FileIO,
-        metadata: TableMetadata,
-        job: str,
-        io_properties: Mapping[str, str] | None = None,
-    ) -> None:
-        self.io = io
-        self.metadata = metadata
-        self.locations: LocationProvider = table_locations(metadata)
-        # The run's directory; with hashed locations no file lands below it.
-        self.location = f"{self.locations.data_location}/{job}-{uuid.uuid4()}"
-        self.io_properties = dict(io_properties or io.properties)
-        self._written: list[tuple[str, FileSet]] = []
-        self._described: dict[str, Written] = {}  # what the writing tasks reported
-        self._other: list[str] = []  # files written outside file sets (deletion vectors)
+    from spark_jobs.schema import quote_name  # noqa: PLC0415 (Spark work only)
 
-    def write(
-        self, frame: DataFrame, file_set: FileSet, max_records: int | None = None
-    ) -> list[str]:
-        """Write `frame` (the file set's columns, then its partition columns); the locations
-        of the files it became (`files()` turns them into DataFiles).
-
-        A source value the table's type cannot hold (a malformed uuid, a fixed value of the
-        wrong length, ...) fails the write with a JobError naming the column."""
-        try:
-            return self._write(frame, file_set, max_records)
-        except Exception as exc:
-            from spark_jobs.schema import invalid_value  # noqa: PLC0415 (Spark work only)
-
-            message = invalid_value(exc)
-            if message is None:
-                raise
-            raise JobError(message) from None
-
-    def _write(self, frame: DataFrame, file_set: FileSet, max_records: int | None) -> list[str]:
-        positions = file_set.content == FileContent.POSITION_DELETES
-        target = WRITE_TARGET_FILE_SIZE_BYTES.read(self.metadata.properties)
-        described = write_with_arrow(
-            frame,
-            location=self.location_of(file_set),
-            schema=file_set.schema,
-            all_optional=not positions,
-            metrics=file_set.metrics,
-            partition_names=file_set.layout.names if file_set.layout is not None else [],
-            group_column=None if file_set.groups is None else GROUP,
-            partitions=self.partitions(file_set),
-            io=self.io,
-            io_properties=self.io_properties,
-            table_properties=self.metadata.properties,
-            max_records=max_records,
-            target_bytes=None if positions else target,
-            hashed=self.hashed,
+    group_column = GROUP if file_set.groups is not None else None
+    keys = {*file_set.partition_columns, *([group_column] if group_column else [])}
+    data_columns = [c for c in frame.columns if c not in keys]
+    if len(data_columns) != len(file_set.schema.fields):
+        raise JobError(
+            f"expected the {len(file_set.schema.fields)} columns of the file set, "
+            f"got {data_columns}"
         )
-        self.add(file_set, described)
-        return list(described)
-
-    def add(self, file_set: FileSet, described: Mapping[str, Written]) -> None:
-        """Files of `file_set` written by tasks of the caller's own (as
-        `arrow_files.kept_files` gives them)."""
-        self._described.update(described)
-        self._written.extend((path, file_set) for path in described)
-
-    def track(self, locations: Iterable[str]) -> None:
-        """Other files this run wrote (deletion vectors), for `discard`."""
-        self._other.extend(locations)
-
-    def location_of(self, file_set: FileSet) -> str:
-        """The file set's directory below the run's (unused with hashed locations)."""
-        return f"{self.location}/{file_set.name}"
-
-    @property
-    def hashed(self) -> LocationProvider | None:
-        """The table's location provider when it hashes file locations (object storage);
-        None when files go below `location`."""
-        return self.locations if self.locations.hashed else None
-
-    def partitions(self, file_set: FileSet) -> FilePartitions:
-        """How the tasks name the partition and partition path of files of `file_set`: the
-        groups' paths are known before the write."""
-        schema = self.metadata.schema()
-        paths = {
-            group: self.metadata.spec_by_id(spec_id).partition_path(values, schema)
-            for group, (spec_id, values) in (file_set.groups or {}).items()
-        }
-        return FilePartitions(file_set.spec, schema, paths)
-
-    def files(self) -> list[DataFile]:
-        """Every file written so far as a DataFile, with the metrics and partition its task
-        reported."""
-        return [file for file, _ in self._files()]
-
-    def grouped_files(self) -> list[tuple[DataFile, int]]:
-        """Every file written so far (by writes whose rows carry groups), with its group."""
-        out = []
-        for file, group in self._files():
-            if group is None:
-                raise JobError(f"{file.file_path} was written without a group")
-            out.append((file, group))
-        return out
-
-    def _files(self) -> list[tuple[DataFile, int | None]]:
-        schema = self.metadata.schema()
-        out = []
-        for path, file_set in self._written:
-            written = self._described[path]
-            out.append((_data_file(path, file_set, written, schema), written.group))
-        return out
-
-    def discard(self) -> None:
-        """Delete everything this run wrote (best effort: what stays is only an orphan)."""
-        if self.locations.hashed:
-            self.io.delete_many([*self._described, *self._other])
-            return
-        filesystem, path = self.io.resolve(self.location)
-        try:
-            filesystem.delete_dir(path)
-        except FileNotFoundError:
-            pass
-        except OSError as exc:
-            raise FileError(self.location, f"cannot delete the run's files: {exc}") from exc
+    key_columns = [
+        F.col(quote_name(n)).cast("string").alias(_PARTITION_COLUMN.format(i))
+        for i, n in enumerate(file_set.partition_columns)
+    ]
+    if group_column:
+        key_columns.append(F.col(quote_name(group_column)).cast("int").alias(_GROUP_COLUMN))
+    prepared = frame.select(*(F.col(quote_name(c)) for c in data_columns), *key_columns)
+    plan = run.write_plan(file_set, data_columns, max_records)
+    tasks = partial(_write_batches, payload=plan.to_json())
+    reported = prepared.mapInArrow(tasks, reported_type()).collect()
+    kept = kept_files(run.io, plan.location, reported)
+    run.add(file_set, kept)
+    return list(kept)
 
 
-def _data_file(location: str, file_set: FileSet, written: Written, schema: Schema) -> DataFile:
-    """The DataFile of a file a task wrote: its partition is the values its task reported,
-    else its group's, else none (see `FileSet`)."""
-    spec_id = file_set.spec.spec_id
-    if written.partition is not None:
-        types = [f.field_type for f in file_set.spec.partition_type(schema).fields]
-        partition = tuple(
-            value_from_json(t, v) for t, v in zip(types, written.partition, strict=True)
-        )
-    elif file_set.layout is None and file_set.groups and written.group is not None:
-        spec_id, partition = file_set.groups[written.group]
-    else:
-        partition = tuple(None for _ in file_set.spec.fields)
-    described = written.metrics
-    referenced = None
-    if file_set.content == FileContent.POSITION_DELETES:
-        referenced = single_path(described["lower_bounds"], described["upper_bounds"])
-    return DataFile(
-        file_path=location,
-        file_format=FileFormat.PARQUET,
-        partition=partition,
-        content=file_set.content,
-        equality_ids=file_set.equality_ids,
-        sort_order_id=file_set.sort_order_id,
-        referenced_data_file=referenced,
-        spec_id=spec_id,
-        **described,
-    )
+def reported_type() -> T.StructType:
+    """The Spark type of what a writing task reports (`icecore.data.task_reports`)."""
+    from pyspark.sql.pandas.types import from_arrow_schema  # noqa: PLC0415 (Spark work only)
+
+    return from_arrow_schema(REPORTED)
+
+
+def _write_batches(batches: Iterator[pa.RecordBatch], payload: str) -> Iterator[pa.RecordBatch]:
+    cheap_cache_invalidation()
+    plan = WritePlan.from_json(payload)
+    writer = TaskWriter(plan, worker_io(plan.io), task_partition())
+    columns = [_PARTITION_COLUMN.format(i) for i in range(len(plan.partition_names))]
+    if plan.grouped:
+        columns.append(_GROUP_COLUMN)
+    try:
+        for batch in batches:
+            writer.add_batch(pa.Table.from_batches([batch]), columns)
+        written = writer.close()
+    except BaseException:
+        writer.abort()
+        raise
+    yield written_batch(written)

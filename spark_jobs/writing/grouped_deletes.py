@@ -13,12 +13,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
+from icecore.actions.live_files import PartitionKey
+from icecore.actions.run_files import FileSet, RunFiles
 from icecore.data.metrics import MetricsConfig
 from icecore.spec.metadata_columns import DELETE_FILE_PATH, DELETE_FILE_POS
 from icecore.spec.partitioning import PartitionSpec
 from icecore.spec.types import NestedField
-from spark_jobs.reading.live_files import PartitionKey
-from spark_jobs.writing.files import GROUP, FileSet, RunFiles
+from spark_jobs.writing.files import GROUP, write_frame
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
@@ -55,7 +56,7 @@ def write_position_deletes(
 
     rows = frame.select(*position_columns(F.col("file_path"), F.col("pos")), F.col(GROUP))
     rows = rows.repartition(F.col(GROUP)).sortWithinPartitions(GROUP, "file_path", "pos")
-    run.write(rows, FileSet.position_deletes(spec, None, name, groups=groups), max_records)
+    write_frame(run, rows, FileSet.position_deletes(spec, (), name, groups=groups), max_records)
 
 
 def write_equality_deletes(
@@ -72,5 +73,5 @@ def write_equality_deletes(
     from pyspark.sql import functions as F  # noqa: PLC0415 (Spark work only)
 
     rows = frame.repartition(F.col(GROUP))
-    file_set = FileSet.equality_deletes(name, key_fields, spec, None, metrics, groups=groups)
-    run.write(rows, file_set)
+    file_set = FileSet.equality_deletes(name, key_fields, spec, (), metrics, groups=groups)
+    write_frame(run, rows, file_set)

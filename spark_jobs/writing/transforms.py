@@ -10,8 +10,8 @@ spec's definition and tested value for value against `icecore.spec.transforms`:
   (Spark's TIMESTAMP_NTZ) from its calendar fields, which carry no zone;
 - divisions floor (`x - pmod(x, d)` first), so 1969 goes to day -1 and hour -1 as the spec says;
 - truncate counts code points for strings and bytes for binary, as Spark's `substring` does;
-- bucket is Murmur3 with seed 0 over the spec's byte forms, vectorized in `bucket.py` and
-  called through pandas UDFs: Spark has no such hash.
+- bucket is Murmur3 with seed 0 over the spec's byte forms, vectorized in
+  `icecore.data.bucket_hash` and called through pandas UDFs: Spark has no such hash.
 
 The SQL text refers to columns by back-quoted name, so it can be used on any DataFrame that
 holds the source columns (the data being written, or files read back).
@@ -30,6 +30,7 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from icecore.data.bucket_hash import bucket_decimals, murmur3_binary, murmur3_longs, to_bucket
 from icecore.spec.schema import Schema
 from icecore.spec.sorting import NullOrder, SortDirection
 from icecore.spec.transforms import (
@@ -59,7 +60,6 @@ from icecore.spec.types import (
 )
 from spark_jobs.common.errors import JobError
 from spark_jobs.schema import quoted, spark_type
-from spark_jobs.writing.bucket import bucket_decimals, murmur3_binary, murmur3_longs, to_bucket
 
 MICROS_PER_DAY = 86_400_000_000
 MICROS_PER_HOUR = 3_600_000_000

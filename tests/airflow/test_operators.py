@@ -84,7 +84,7 @@ def test_options_become_the_jobs_flags(iceberg_connection: Path) -> None:
             "rewrite-all": True,
             "use_starting_sequence_number": "false",
             "where": None,
-            "max-retries": False,
+            "max-attempts": False,
         },
     )
     args = parse(operator, iceberg_connection)
@@ -96,7 +96,7 @@ def test_options_become_the_jobs_flags(iceberg_connection: Path) -> None:
     )
     assert (args.partial_progress_enabled, args.rewrite_all) == (True, True)
     assert args.use_starting_sequence_number is False
-    assert (args.where, args.max_retries) == (None, 3)  # None/False: the default stays
+    assert (args.where, args.max_attempts) == (None, 4)  # None/False: the default stays
     assert operator.name == "icefloe-rewrite_data_files"
 
 

@@ -16,11 +16,11 @@ import pytest
 from pyiceberg.table import StaticTable
 from pyspark.sql import DataFrame, SparkSession
 
+from icecore.actions.batch_ids import BatchAlreadyCommitted, guard_batch
 from icecore.catalog import SqlCatalog
 from icecore.table import Table
 from spark_jobs.common.errors import JobError
 from spark_jobs.ingest import run as ingest
-from spark_jobs.ingest.commit import BatchAlreadyCommitted, guard_batch
 from spark_jobs.schema import spark_schema
 from spark_jobs.specs.jobs import IngestOptions
 

@@ -13,7 +13,7 @@ After each round the table must read exactly as the Python model of every batch 
 row lost, no deleted row back) through icecore's naive reader, DuckDB and, where no equality
 delete is live, PyIceberg (`delete_tables.rows`), and a rewrite's own snapshot must read the
 same as its parent. Where a job must yield -- a position delete committed meanwhile on a
-data file the compaction replaces -- it re-plans, or with no retries left fails naming the
+data file the compaction replaces -- it re-plans, or with no attempts left fails naming the
 conflicting snapshot. Orphan removal runs while a commit is in flight. ICEFLOE_RACE_ROUNDS
 sets the rounds per job (default 5; expiry and orphan removal, which are cheap, run twice
 as many).
@@ -303,8 +303,8 @@ def test_rewrite_data_files_races_cdc_and_yields_to_position_deletes(
     for n in range(ROUNDS):
         model.commit()
         yields = n % 2 == 1
-        retries = 0 if n == 1 else 3  # must fail in round 1, must re-plan in round 3
-        options = RewriteDataFilesOptions(TABLE, rewrite_all=True, max_retries=retries)
+        attempts = 1 if n == 1 else 4  # must fail in round 1, must re-plan in round 3
+        options = RewriteDataFilesOptions(TABLE, rewrite_all=True, max_attempts=attempts)
         raced: list[int] = []
 
         def racer(yields: bool = yields, raced: list[int] = raced, real: bool = n == 0) -> int:
@@ -323,13 +323,13 @@ def test_rewrite_data_files_races_cdc_and_yields_to_position_deletes(
         )
         places[where] += 1
         table = catalog.load_table(TABLE)
-        if yields and retries == 0:
+        if yields and attempts == 1:
             assert isinstance(outcome, CommitConflictError), outcome
             assert str(raced[0]) in str(outcome)
         else:
             result = result_of(outcome)
             assert result.commits and result.failed_groups == []
-            assert (result.retries or 0) == (1 if yields else 0), result
+            assert result.attempts == (2 if yields else 1), result
             check_rewrite(table, result.commits)
         check(table, model, duck)
     assert places["swap"] + places["spark-write"] == ROUNDS, places

@@ -24,8 +24,8 @@ import duckdb
 import pytest
 from pyspark.sql import SparkSession
 
+from icecore.actions.run_files import FileSet, RunFiles
 from icecore.catalog import SqlCatalog
-from icecore.data.metrics import MetricsConfig
 from icecore.errors import CommitConflictError
 from icecore.spec.manifest import FileContent
 from icecore.spec.metadata_columns import POSITION_DELETE_SCHEMA
@@ -35,7 +35,7 @@ from spark_jobs.rewrite_data_files import run as compact
 from spark_jobs.schema import conform
 from spark_jobs.specs.argv import parse_job_args
 from spark_jobs.specs.jobs import JOBS, RewriteDataFilesOptions
-from spark_jobs.writing.files import FileSet, RunFiles
+from spark_jobs.writing.files import write_frame
 from tests.spark.delete_tables import (
     TABLE,
     assert_under_partition_paths,
@@ -196,10 +196,7 @@ def _position_delete(spark: SparkSession, table: Table, path: str, pos: int) -> 
     spec = table.metadata.spec()
     assert spec.is_unpartitioned
     run = RunFiles(table.io, table.metadata, "test")
-    file_set = FileSet(
-        "pos", FileContent.POSITION_DELETES, schema, spec, None, MetricsConfig.full()
-    )
-    run.write(frame.coalesce(1), file_set)
+    write_frame(run, frame.coalesce(1), FileSet.position_deletes(spec, name="pos"))
     table.refresh()
     delta = table.new_row_delta()
     for f in run.files():
@@ -251,7 +248,7 @@ def test_races_equality_delete_applies_position_delete_conflicts(
     def delete_position(t: Table) -> None:
         made.append(_position_delete(spark, catalog.load_table(TABLE), target, 0))
 
-    options = RewriteDataFilesOptions(table=TABLE, rewrite_all=True, max_retries=0)
+    options = RewriteDataFilesOptions(table=TABLE, rewrite_all=True, max_attempts=1)
     with pytest.raises(CommitConflictError) as raised:
         compact(spark, catalog, options, before_commit=delete_position)
     message = str(raised.value)
@@ -272,7 +269,8 @@ def test_races_equality_delete_applies_position_delete_conflicts(
     result = compact(
         spark, catalog, RewriteDataFilesOptions(table=TABLE, rewrite_all=True), before_commit=once
     )
-    assert result.retries == 1 and result.failed_groups == []
+    assert result.attempts == 2 and result.failed_groups == []
+    assert len(result.conflicts) == 1 and str(calls[0]) in result.conflicts[0]
     table = catalog.load_table(TABLE)
     at_delete = scan_rows(table.io, table.metadata, snapshot_id=calls[0])
     assert rows(table, duck) == Counter((r["id"], r["v"], r["ts"]) for r in at_delete)

@@ -21,7 +21,10 @@ from icecore.expressions import equal
 from icecore.io import FileIO
 from icecore.scan import FileScanTask
 from icecore.spec.manifest import DataFile, FileContent, FileFormat
+from icecore.spec.schema import Schema
+from icecore.spec.types import LongType, NestedField
 from icecore.table import Table
+from spark_jobs.rewrite_data_files.in_tasks import rewrite_in_tasks
 from spark_jobs.rewrite_data_files.job import plan_rules
 from spark_jobs.specs.jobs import RewriteDataFilesOptions
 from tests.support.committing import CatalogTable, sqlite_catalog
@@ -162,3 +165,29 @@ def test_planning_reads_each_manifest_once(tmp_path: Path) -> None:
     assert len(plan.delete_sequence_numbers) == 2
     manifests = [p for p in io.reads if not Path(p).name.startswith("snap-")]
     assert manifests and all(io.reads[p] == 1 for p in manifests), io.reads
+
+
+@pytest.mark.parametrize(("ids", "message"), [((), "has no equality ids"), ((9,), "not top-level")])
+def test_equality_keys_the_tasks_cannot_read_are_refused_before_spark(
+    ids: tuple[int, ...], message: str
+) -> None:
+    """A key column nested in a struct (or none at all) is refused in the driver with the
+    delete file's name, before any task would fail on it."""
+    data = DataFile("s3://b/t/data/a.parquet", FileFormat.PARQUET, (), 10, 1_000)
+    delete = DataFile(
+        "s3://b/t/data/eq.parquet", FileFormat.PARQUET, (), 1, 100,
+        content=FileContent.EQUALITY_DELETES, equality_ids=list(ids),
+    )  # fmt: skip
+    group = FileGroup(0, 0, (), [FileScanTask(data, 1, (delete,))])
+    schema = Schema((NestedField(1, "id", LongType()),))
+    with pytest.raises(ValidationError, match=rf"eq\.parquet.*{message}|{message}.*eq\.parquet"):
+        rewrite_in_tasks(
+            None,  # type: ignore[arg-type] - refused before Spark is used
+            [group],
+            run=None,  # type: ignore[arg-type]
+            file_set=None,  # type: ignore[arg-type]
+            table_schema=schema,
+            output_files={0: 1},
+            max_records=None,
+            lineage=False,
+        )

@@ -16,10 +16,10 @@ import pytest
 from pyspark.sql import SparkSession
 
 from icecore.catalog import SqlCatalog
+from icecore.errors import CommitConflictError
 from icecore.spec.manifest import FileContent
 from icecore.spec.snapshots import Operation
 from spark_jobs.common.cli import run_job
-from spark_jobs.common.errors import JobError
 from spark_jobs.rewrite_position_deletes import run as rewrite_position_deletes
 from spark_jobs.specs import OptionError
 from spark_jobs.specs.jobs import RewritePositionDeletesOptions
@@ -204,9 +204,10 @@ def test_concurrent_rewrite_of_an_input_conflicts_then_replans(
         assert rows(catalog.load_table(TABLE), None) == expected
 
         options = RewritePositionDeletesOptions(TABLE, rewrite_all=True, max_attempts=1)
-        with before_swap(catalog, replace_an_input), pytest.raises(JobError) as failed:
+        with before_swap(catalog, replace_an_input), pytest.raises(CommitConflictError) as failed:
             rewrite_position_deletes(spark, catalog, options)
         assert f"conflicting snapshot {raced[1]}" in str(failed.value)
+        assert failed.value.snapshot_id == raced[1]
         assert rows(catalog.load_table(TABLE), None) == expected
     finally:
         other.close()
@@ -284,6 +285,41 @@ def test_partial_progress_commits_groups_separately(
         run_job("rewrite_position_deletes", [*argv, "--partial-progress-max-commits", "0"])
     with pytest.raises(OptionError, match="--max-file-group-size-bytes: expected a size above 0"):
         RewritePositionDeletesOptions(TABLE, max_file_group_size_bytes=0)
+
+
+def test_the_target_size_defaults_to_the_tables_delete_target(
+    spark: SparkSession,
+    catalog: SqlCatalog,
+    many_groups: tuple[Counter[Any], dict[str, int]],
+) -> None:
+    """Without `--target-file-size-bytes` the merged files roll at the table's
+    `write.delete.target-file-size-bytes`: a third of what a partition's delete files hold
+    splits its merged output into several files, where the 64 MB default makes one per
+    partition (a partition's files are one group, written by one task)."""
+    expected, positions = many_groups
+    table = catalog.load_table(TABLE)
+    by_partition: dict[Any, int] = Counter()
+    records: dict[Any, int] = Counter()
+    for e in live(table)[FileContent.POSITION_DELETES]:
+        by_partition[e.data_file.partition] += e.data_file.file_size_in_bytes
+        records[e.data_file.partition] += e.data_file.record_count
+    assert min(records.values()) >= 3
+    target = min(by_partition.values()) // 3
+    table.update_properties().set("write.delete.target-file-size-bytes", str(target)).commit()
+
+    result = rewrite_position_deletes(
+        spark, catalog, RewritePositionDeletesOptions(TABLE, rewrite_all=True)
+    )
+
+    table = catalog.load_table(TABLE)
+    after = live(table)[FileContent.POSITION_DELETES]
+    assert result.status == "committed" and result.rewritten_delete_files == len(positions)
+    assert result.planned_groups == len(by_partition)
+    assert result.added_delete_files == len(after) > len(by_partition)
+    for partition in by_partition:
+        mine = [e.data_file for e in after if e.data_file.partition == partition]
+        assert len(mine) >= 2 and sum(f.record_count for f in mine) <= records[partition]
+    assert rows(table, None) == expected
 
 
 @pytest.mark.parametrize("max_attempts", [1, 3])

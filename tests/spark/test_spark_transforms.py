@@ -1,8 +1,8 @@
 """Partition values computed by Spark must be icecore's, bit for bit.
 
 A value one bucket or one day off puts a row where filtered reads never look, so every
-transform the writer computes in Spark (SQL expressions, numpy bucket hashing) is compared
-with icecore's scalar transforms on edge values: the epoch and the microsecond before it,
+transform the writer computes in Spark (SQL expressions, bucket hashing in pandas UDFs) is
+compared with icecore's scalar transforms on edge values: the epoch and the microsecond before it,
 pre-1970 and far-future timestamps, negative numbers, empty and multi-byte strings, nulls.
 Then the partition directories Spark writes must parse back to the same tuples.
 """
@@ -13,15 +13,14 @@ import datetime as dt
 import random
 from decimal import Decimal
 
-import numpy as np
-import pyarrow as pa
 import pytest
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from icecore.data.partition_texts import partition_values
 from icecore.spec.partitioning import UNPARTITIONED, PartitionSpecUpdate
 from icecore.spec.schema import Schema
-from icecore.spec.transforms import BucketTransform, parse_transform
+from icecore.spec.transforms import parse_transform
 from icecore.spec.types import (
     BinaryType,
     BooleanType,
@@ -36,8 +35,7 @@ from icecore.spec.types import (
     TimestamptzType,
 )
 from spark_jobs.schema import conform, quoted
-from spark_jobs.writing.bucket import murmur3_binary, murmur3_longs, to_bucket
-from spark_jobs.writing.layout import PartitionLayout, parse_date, partition_values
+from spark_jobs.writing.layout import PartitionLayout
 from spark_jobs.writing.transforms import transform_column
 
 UTC = dt.UTC
@@ -184,24 +182,6 @@ def test_spark_transforms_equal_icecore(frame: DataFrame) -> None:
     assert checked == len(rows) * len(CASES)
 
 
-def test_numpy_bucket_hash_equals_icecore() -> None:
-    rnd = random.Random(3)
-    longs = [0, 1, -1, 2**63 - 1, -(2**63), 34] + [rnd.getrandbits(64) - 2**63 for _ in range(2000)]
-    got = to_bucket(murmur3_longs(np.array(longs, dtype=np.int64)), 1 << 30)
-    assert got.tolist() == [BucketTransform(1 << 30).apply(v, LongType()) for v in longs]
-
-    texts = [
-        *STRINGS,
-        *(
-            "".join(chr(rnd.randint(32, 0x2FFF)) for _ in range(rnd.randint(0, 40)))
-            for _ in range(2000)
-        ),
-    ]
-    array = pa.array(texts, pa.string()).slice(1)  # an offset into the buffers, as Arrow slices
-    got = to_bucket(murmur3_binary(array), 1 << 30)
-    assert got.tolist() == [BucketTransform(1 << 30).apply(v, StringType()) for v in texts[1:]]
-
-
 def test_partition_columns_parse_back_to_icecore_tuples(spark: SparkSession) -> None:
     """Every partition value type, cast to a string by Spark (as the writing tasks get the
     partition columns) and read back."""
@@ -235,9 +215,3 @@ def test_partition_columns_parse_back_to_icecore_tuples(spark: SparkSession) -> 
     found = {partition_values(spec, SCHEMA, list(row)) for row in rendered.collect()}
     # NaN never equals itself: compare through str.
     assert {tuple(str(v) for v in t) for t in found} == set(expected)
-
-
-def test_dates_parse_across_eras() -> None:
-    for days in (-719_162, -1, 0, 1, 19_723, 2_932_896):
-        date = dt.date(1970, 1, 1) + dt.timedelta(days=days)
-        assert parse_date(date.isoformat()) == days

@@ -11,16 +11,13 @@ from __future__ import annotations
 
 import datetime as dt
 import random
-import threading
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from icecore.actions.rewrite_data_files import FileGroup
 from icecore.data.arrow_schema import arrow_schema
 from icecore.data.live_batches import (
     EQUALITY,
@@ -31,14 +28,11 @@ from icecore.data.live_batches import (
     LiveBatches,
 )
 from icecore.io import FileIO
-from icecore.scan import FileScanTask
-from icecore.spec.manifest import DataFile, FileContent, FileFormat
 from icecore.spec.metadata_columns import (
     LAST_UPDATED_SEQUENCE_NUMBER,
     POSITION_DELETE_SCHEMA,
     ROW_ID,
 )
-from icecore.spec.schema import Schema
 from icecore.spec.types import (
     IntegerType,
     LongType,
@@ -47,8 +41,6 @@ from icecore.spec.types import (
     TimestampType,
     UUIDType,
 )
-from spark_jobs.common.errors import JobError
-from spark_jobs.rewrite_data_files.in_tasks import _prefetched, rewrite_in_tasks
 
 FIELDS = [
     NestedField(1, "id", LongType(), required=True),
@@ -260,59 +252,3 @@ def test_a_uuid_equality_key(tmp_path: Path) -> None:
     )  # fmt: skip
     got = [r[0] for r in _rows(reader, [DataRef(path, 0, WHOLE, 1, deletes=(0,))])]
     assert got == [i for i, v in enumerate(values) if v not in gone]
-
-
-def test_prefetched_reading_keeps_order_errors_and_stops_with_the_writer() -> None:
-    """The task's reader runs on a thread of its own (`in_tasks._prefetched`): batches come
-    in order, a read error reaches the writer, and a writer that fails stops the reader."""
-    assert list(_prefetched(iter(range(1_000)), depth=3)) == list(range(1_000))
-
-    def failing() -> Iterator[int]:
-        yield 1
-        raise OSError("bad-file.parquet: truncated")
-
-    with pytest.raises(OSError, match="bad-file"):
-        list(_prefetched(failing()))
-
-    produced: list[int] = []
-
-    def endless() -> Iterator[int]:
-        n = 0
-        while True:
-            produced.append(n)
-            yield n
-            n += 1
-
-    reading = _prefetched(endless(), depth=2)
-    assert next(reading) == 0
-    reading.close()  # the writer stopped: the reader thread must end, not run forever
-    settled = len(produced)
-    assert settled <= 5
-    threading.Event().wait(0.3)
-    assert len(produced) == settled
-
-
-@pytest.mark.parametrize(("ids", "message"), [((), "has no equality ids"), ((9,), "not top-level")])
-def test_equality_keys_the_tasks_cannot_read_are_refused_before_spark(
-    ids: tuple[int, ...], message: str
-) -> None:
-    """A key column nested in a struct (or none at all) is refused in the driver with the
-    delete file's name, before any task would fail on it."""
-    data = DataFile("s3://b/t/data/a.parquet", FileFormat.PARQUET, (), 10, 1_000)
-    delete = DataFile(
-        "s3://b/t/data/eq.parquet", FileFormat.PARQUET, (), 1, 100,
-        content=FileContent.EQUALITY_DELETES, equality_ids=list(ids),
-    )  # fmt: skip
-    group = FileGroup(0, 0, (), [FileScanTask(data, 1, (delete,))])
-    schema = Schema(tuple(FIELDS))
-    with pytest.raises(JobError, match=rf"eq\.parquet.*{message}|{message}.*eq\.parquet"):
-        rewrite_in_tasks(
-            None,  # type: ignore[arg-type] - refused before Spark is used
-            [group],
-            run=None,  # type: ignore[arg-type]
-            file_set=None,  # type: ignore[arg-type]
-            table_schema=schema,
-            output_files={0: 1},
-            max_records=None,
-            lineage=False,
-        )

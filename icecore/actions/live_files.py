@@ -1,31 +1,30 @@
-"""What a maintenance job plans from, read on the driver with icecore: one snapshot's live
-data files (as scan tasks, each with the delete files that apply to it) and its live delete
-files with their data sequence numbers.
+"""What a maintenance action plans from: one snapshot's live data files (as scan tasks, each
+with the delete files that apply to it) and its live delete files with their data sequence
+numbers.
 
 "Which delete file applies to which data file" is taken from icecore's planner, the same
 answer every reader gets (sequence numbers, partition scope, global equality deletes,
-`file_path` bounds). The jobs then only ever keep a delete row for a (delete file, data
+`file_path` bounds). The actions then only ever keep a delete row for a (delete file, data
 file) pair the planner produced, so they cannot change which rows are live.
+
+What the actions' readers cannot read is refused here, before any work starts, naming the
+file: files other than Parquet, and equality keys that are not top-level columns.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-from icecore.expressions import BooleanExpression
-from icecore.expressions.projection import inclusive_projection
-from icecore.expressions.pruning import PartitionEvaluator
+from icecore.errors import ValidationError
 from icecore.scan import FileScanTask
 from icecore.spec.manifest import DataFile, FileContent, FileFormat, content_key
 from icecore.spec.schema import Schema
 from icecore.spec.snapshots import Snapshot
 from icecore.spec.types import NestedField
 from icecore.table import Table
-from spark_jobs.common.errors import JobError
 
 PartitionKey = tuple[int, tuple[Any, ...]]  # (spec id, partition tuple)
 
@@ -94,42 +93,27 @@ def live_state(table: Table, snapshot_id: int | None = None) -> LiveState | None
 
 
 def require_parquet(files: list[DataFile]) -> None:
+    """Refuse files the maintenance readers cannot read (they read Parquet only)."""
     other = [f.file_path for f in files if f.file_format != FileFormat.PARQUET]
     if other:
-        raise JobError(
-            "the Spark maintenance jobs read Parquet files only; not Parquet: "
-            + ", ".join(other[:5])
+        raise ValidationError(
+            "the maintenance jobs read Parquet files only; not Parquet: " + ", ".join(other[:5])
         )
 
 
-def partition_filter(table: Table, where: BooleanExpression | None) -> Any:
-    """A predicate on (spec id, partition) keeping the partitions `where` may match."""
-    if where is None:
-        return lambda key: True
-    metadata = table.metadata
-    evaluators: dict[int, PartitionEvaluator] = {}
-
-    def keep(key: PartitionKey) -> bool:
-        spec_id, partition = key
-        evaluator = evaluators.get(spec_id)
-        if evaluator is None:
-            spec = metadata.spec_by_id(spec_id)
-            projected = inclusive_projection(spec, metadata.schema(), where)
-            evaluator = PartitionEvaluator(spec.partition_type(metadata.schema()), projected)
-            evaluators[spec_id] = evaluator
-        return evaluator.eval(partition)
-
-    return keep
-
-
-def top_level_fields(schema: Schema, ids: Sequence[int], what: str) -> list[NestedField]:
-    """The top-level columns with these field ids. Spark matches Parquet columns by id at
-    the top level only; a nested or dropped key column would silently read as null."""
+def equality_fields(schema: Schema, delete_file: DataFile) -> list[NestedField]:
+    """The key columns of an equality delete file: the top-level columns of its equality
+    field ids. The readers of equality keys (Spark's and `icecore.data.live_batches`) match
+    key columns at the top level only, so a file without equality ids, or with a nested or
+    dropped key column (which would silently read as null), is refused naming the file."""
+    ids = delete_file.equality_ids or ()
+    if not ids:
+        raise ValidationError(f"equality delete file {delete_file.file_path} has no equality ids")
     by_id = {f.field_id: f for f in schema.fields}
     missing = [i for i in ids if i not in by_id]
     if missing:
-        raise JobError(
-            f"{what}: equality field ids {missing} are not top-level columns of the current "
-            "schema (nested or dropped); the Spark jobs cannot read them"
+        raise ValidationError(
+            f"{delete_file.file_path}: equality field ids {missing} are not top-level columns "
+            "of the current schema (nested or dropped); the maintenance jobs cannot read them"
         )
     return [by_id[i] for i in ids]

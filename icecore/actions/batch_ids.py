@@ -1,11 +1,11 @@
 """Committing a batch once: the batch id in the snapshot summary, checked before committing.
 
-An Airflow retry runs the job again with the same `--batch-id`. The job looks for the id in
-the summaries of the branch's snapshots before it starts (the batch went through: nothing to
-do) and again on every commit attempt against the refreshed table, so that two runs of one
-batch racing each other still commit it once: the loser's files are deleted and it reports
-the batch as already committed. The id is only found while its snapshot is in the table's
-history: expiring it forgets the batch.
+An Airflow retry runs the ingestion job again with the same `--batch-id`. The job looks for
+the id in the summaries of the branch's snapshots before it starts (the batch went through:
+nothing to do) and again on every commit attempt against the refreshed table, so that two
+runs of one batch racing each other still commit it once: the loser's files are deleted and
+it reports the batch as already committed. The id is only found while its snapshot is in the
+table's history: expiring it forgets the batch.
 """
 
 from __future__ import annotations
@@ -14,10 +14,7 @@ from icecore.commit.producer import SnapshotProducer
 from icecore.errors import CommitConflictError
 from icecore.spec.metadata import TableMetadata
 from icecore.spec.refs import MAIN_BRANCH
-from icecore.spec.snapshots import Snapshot
-
-BATCH_ID = "icefloe.batch-id"
-INGEST_MODE = "icefloe.ingest-mode"
+from icecore.spec.snapshots import BATCH_ID, Snapshot
 
 
 class BatchAlreadyCommitted(CommitConflictError):

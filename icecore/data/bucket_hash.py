@@ -4,11 +4,10 @@ Spark's own `hash()` cannot place rows in Iceberg's buckets: it is Murmur3 with 
 spec says 0) over Spark's byte layout, with a non-standard tail for strings. A row bucketed
 differently from how Java, Trino or icecore compute it lands in a partition whose readers'
 filters never look, so this module re-implements the spec's hash (Appendix B: Murmur3 x86
-32-bit, seed 0) over numpy arrays and is tested bit for bit against `icecore.spec.hashing`.
-
-It lives here and not in icecore because it needs numpy, which icecore does not depend on;
-icecore's scalar transform stays the reference. Decimals, rare as bucket sources, go through
-that scalar transform value by value.
+32-bit, seed 0) over numpy arrays and is tested bit for bit against `icecore.spec.hashing`,
+the scalar reference. Decimals, rare as bucket sources, go through the scalar transform
+value by value. An engine calls it on its columns' values (Spark: through pandas UDFs,
+`spark_jobs.writing.transforms`).
 """
 
 from __future__ import annotations

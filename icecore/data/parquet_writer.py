@@ -1,48 +1,39 @@
-"""Writing files Spark's Parquet writer cannot produce, with pyarrow on the executors.
+"""Parquet files written by a task, with pyarrow, and described from their footers.
 
 Iceberg's `uuid` is FIXED_LEN_BYTE_ARRAY(16) with the UUID logical type, `fixed[L]` is
 FIXED_LEN_BYTE_ARRAY(L), `time` is INT64 TIME(MICROS), and every field of a list or map
-(element, key, value) carries a field id. Spark's writer produces none of these, so for file
-sets with such columns each Spark task converts its Arrow batches to the Iceberg physical
-types (`icecore.data.arrow_schema`: a plain Arrow cast does it, from the Spark forms in
-`spark_jobs.schema`) and writes them with pyarrow.
+(element, key, value) carries a field id: the task casts its Arrow rows to the Iceberg
+physical types (`icecore.data.arrow_schema`) and writes them through the table's FileIO, so
+any engine that hands a task Arrow batches (Spark's `mapInArrow`, the driver's own threads)
+writes the files Java would. Position delete files always take this path: their `file_path`
+and `pos` are required, as the spec says.
 
 A task keeps the rows of each partition in files of their own. A row's partition is given
-either by partition columns (`PartitionLayout`: Spark computes the values, the task reads them
-back with `partition_values`) or by its group (`_group`, an integer column of the rows: one
-(spec, partition) the driver chose before the write, for rows whose partition comes from the
-files they replace or point at). Files are rolled at the row limit and at
-`write.target-file-size-bytes`, named so that a task's files sort in the order it wrote them
-(`superseded_positions` relies on that), and described from their footers -- by the task that
-wrote them, from the footer it still holds, so no Spark job reads them back. The table's
-Parquet properties (codec and level, row group, page and dictionary sizes) are applied.
-
-Position delete files always take this path: their `file_path` and `pos` are required, as
-the spec says, and a job whose only output is delete files then runs no footer job at all.
+either by partition columns (the engine computes the values, the task reads them back from
+their text forms, `icecore.data.partition_texts`) or by its group (one (spec, partition) the
+driver chose before the write, for rows whose partition comes from the files they replace or
+point at). Files are rolled at the row limit and at `write.target-file-size-bytes`, named so
+that a task's files sort in the order it wrote them, and described from their footers
+(`icecore.data.metrics`) by the task that wrote them, from the footer it still holds, so
+nothing reads them back. The table's Parquet properties (codec and level, row group, page and
+dictionary sizes) are applied.
 
 Where a file goes is the table's location provider's to say (`icecore.location_provider`):
-below the write's own directory (`WritePlan.location`, the run's file set), under its
-partition's path (Java's `partitionToPath`, `ts_day=2024-01-07/id_bucket=3`) by default; spread
-over hash directories, as `<data>/<hash>/<partition path>/<file name>`, when the table uses
-object storage. Either way a task reports, with each file, the group of its rows and the
-partition values its partition columns gave, as values (`written_batch`): the driver takes a
-file's partition from those, never from the file's location.
-
-A retried task writes new files under new names; only the files the successful attempts
-report are kept, the others are deleted once the write is done: those below the write's
-directory, that is; a failed attempt's hashed files cannot be listed apart from the table's
-and are left to orphan removal.
+below the write's own directory (`WritePlan.location`), under its partition's path (Java's
+`partitionToPath`, `ts_day=2024-01-07/id_bucket=3`) by default; spread over hash directories,
+as `<data>/<hash>/<partition path>/<file name>`, when the table uses object storage. Either
+way a task reports, with each file, the group of its rows and the partition values its
+partition columns gave, as values (`icecore.data.task_reports`): the driver takes a file's
+partition from those, never from the file's location.
 """
 
 from __future__ import annotations
 
 import json
-import sys
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -50,7 +41,10 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from icecore.data.arrow_schema import arrow_schema
-from icecore.data.metrics import MetricsConfig, decode, metrics_of
+from icecore.data.metrics import MetricsConfig, metrics_of
+from icecore.data.partition_texts import partition_values
+from icecore.data.task_reports import Reported
+from icecore.errors import ValidationError
 from icecore.io import FileIO
 from icecore.location_provider import LocationProvider
 from icecore.spec.conversions import value_to_json
@@ -64,12 +58,6 @@ from icecore.spec.properties import (
 )
 from icecore.spec.schema import Schema
 from icecore.spec.types import DoubleType, FloatType, NestedField, StructType
-from spark_jobs.common.errors import JobError
-from spark_jobs.common.worker import cheap_cache_invalidation, worker_io
-from spark_jobs.writing.layout import partition_values
-
-if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
 
 _MAX_OPEN = 16
 _CODECS = {
@@ -89,7 +77,7 @@ def writer_options(properties: Mapping[str, str]) -> dict[str, Any]:
     defaults: zstd, 128 MiB row groups, 1 MiB pages, 2 MiB dictionary pages)."""
     codec = str(PARQUET_COMPRESSION.read(properties)).lower()
     if codec not in _CODECS:
-        raise JobError(f"{PARQUET_COMPRESSION.name} {codec!r} is not supported")
+        raise ValidationError(f"{PARQUET_COMPRESSION.name} {codec!r} is not supported")
     level = PARQUET_COMPRESSION_LEVEL.read(properties)
     return {
         "compression": _CODECS[codec],
@@ -102,7 +90,7 @@ def writer_options(properties: Mapping[str, str]) -> dict[str, Any]:
 
 
 # What a task knows of the rows of one file: their group (None when the rows carry none) and
-# their partition columns' values as Spark renders them (`PartitionLayout`).
+# their partition columns' values in their text forms (`icecore.data.partition_texts`).
 FileKey = tuple[int | None, tuple[str | None, ...]]
 
 
@@ -148,7 +136,7 @@ class FilePartitions:
 
 @dataclass
 class WritePlan:
-    """What every task needs, sent as JSON with the task closure."""
+    """What every task of a write needs, sent as JSON with the task."""
 
     location: str
     schema: dict[str, Any]
@@ -274,17 +262,6 @@ def _float_paths(
     return out
 
 
-def _task_partition() -> int:
-    """The Spark task's partition id; 0 in the driver's own threads (a conversion matched
-    there never imports pyspark, which a Spark task's worker always has)."""
-    if "pyspark" not in sys.modules:
-        return 0
-    from pyspark import TaskContext  # noqa: PLC0415 (loaded already)
-
-    context = TaskContext.get()
-    return context.partitionId() if context is not None else 0
-
-
 class TaskWriter:
     """The files of one task: one open file per group and partition, rolled when full.
 
@@ -295,14 +272,16 @@ class TaskWriter:
     effect, like Spark's writer.
     """
 
-    def __init__(self, plan: WritePlan) -> None:
+    def __init__(self, plan: WritePlan, io: FileIO, task: int = 0) -> None:
+        """The writer of task number `task` (it starts the files' names), writing through
+        `io` (a FileIO of `plan.io`'s properties)."""
         self.plan = plan
-        self.io = worker_io(plan.io)
+        self.io = io
         self.iceberg_schema = Schema.from_json(plan.schema)
         self.metrics = MetricsConfig.from_json(plan.metrics)
         self.schema = arrow_schema(self.iceberg_schema.fields, all_optional=plan.all_optional)
         self.float_paths = _float_paths(self.iceberg_schema.fields)
-        self.prefix = f"part-{_task_partition():05d}-{uuid.uuid4()}"
+        self.prefix = f"part-{task:05d}-{uuid.uuid4()}"
         self.sequence = 0
         self.partitions = FilePartitions.from_json(plan.partitions)
         self.provider = plan.provider()
@@ -313,7 +292,7 @@ class TaskWriter:
         self, rows: pa.Table, *, group: int | None = None, values: Sequence[str | None] = ()
     ) -> None:
         """Write `rows`, all of `group` (if the write has groups) and of the partition whose
-        partition columns' values are `values` (Spark's renderings, if it has such columns)."""
+        partition columns' values are `values` (their text forms, if it has such columns)."""
         key = (group, tuple(values))
         start = 0
         while start < rows.num_rows:
@@ -334,6 +313,18 @@ class TaskWriter:
             large = self.plan.target_bytes and current.sink.tell() >= self.plan.target_bytes
             if full or large:
                 self._finish(key)
+
+    def add_batch(self, batch: pa.Table, key_columns: Sequence[str]) -> None:
+        """Write the rows of a batch holding the plan's `data_columns` and the `key_columns`:
+        the partition columns' text values (one per `partition_names`), then, in a grouped
+        write, the group. Each combination of their values goes to files of its own."""
+        rows = batch.select(self.plan.data_columns).rename_columns(self.schema.names)
+        rows = rows.cast(self.schema)
+        which, keys = _keys(batch, key_columns)
+        for index, key in enumerate(keys):
+            part = rows if len(keys) == 1 else rows.take(np.nonzero(which == index)[0])
+            group, values = (key[-1], key[:-1]) if self.plan.grouped else (None, key)
+            self.add(part, group=group, values=values)
 
     def _start(self, key: FileKey) -> _OpenFile:
         if len(self.open) >= _MAX_OPEN:
@@ -401,150 +392,3 @@ def _keys(table: pa.Table, columns: Sequence[str]) -> tuple[np.ndarray, list[tup
             rest //= len(values)
         combinations.append(tuple(reversed(parts)))
     return rank[inverse.reshape(-1)], combinations
-
-
-# The columns a task groups rows by: each partition column as Spark's string cast, the group.
-_PARTITION_COLUMN = "_key_partition{}"
-_GROUP_COLUMN = "_key_group"
-
-
-def _write_batches(batches: Iterator[pa.RecordBatch], payload: str) -> Iterator[pa.RecordBatch]:
-    cheap_cache_invalidation()
-    plan = WritePlan.from_json(payload)
-    writer = TaskWriter(plan)
-    columns = [_PARTITION_COLUMN.format(i) for i in range(len(plan.partition_names))]
-    if plan.grouped:
-        columns.append(_GROUP_COLUMN)
-    try:
-        for batch in batches:
-            table = pa.Table.from_batches([batch])
-            rows = table.select(plan.data_columns).rename_columns(writer.schema.names)
-            rows = rows.cast(writer.schema)
-            which, keys = _keys(table, columns)
-            for index, key in enumerate(keys):
-                part = rows if len(keys) == 1 else rows.take(np.nonzero(which == index)[0])
-                group, values = (key[-1], key[:-1]) if plan.grouped else (None, key)
-                writer.add(part, group=group, values=values)
-        written = writer.close()
-    except BaseException:
-        writer.abort()
-        raise
-    yield written_batch(written)
-
-
-# What a task reports of a file: location, group, partition values as JSON, metrics as JSON.
-Reported = tuple[str, int | None, str | None, str]
-_REPORTED = pa.schema(
-    [("location", pa.string()), ("group", pa.int32()), ("partition", pa.string()),
-     ("metrics", pa.string())]
-)  # fmt: skip
-WRITTEN = "location string, group int, partition string, metrics string"  # for Spark
-WRITTEN_NAMES = tuple(_REPORTED.names)  # a `written_batch` row's, in order
-
-
-def written_batch(written: Sequence[Reported]) -> pa.RecordBatch:
-    """What a writing task reports: each file's location, the group of its rows (null when
-    the write has no groups), the partition values its partition columns gave (a JSON list of
-    Iceberg's single-value forms; null when it has no such columns) and its metrics as JSON."""
-    columns = list(zip(*written, strict=True)) or [() for _ in _REPORTED]
-    return pa.RecordBatch.from_arrays(
-        [pa.array(c, f.type) for c, f in zip(columns, _REPORTED, strict=True)], schema=_REPORTED
-    )
-
-
-@dataclass(frozen=True)
-class Written:
-    """A file a task wrote: the group of its rows (None when the write has none), the
-    partition values its partition columns gave (JSON forms; None when it has none) and its
-    metrics as `DataFile` keyword values."""
-
-    group: int | None
-    partition: list[Any] | None
-    metrics: dict[str, Any]
-
-
-def write_with_arrow(
-    frame: DataFrame,
-    *,
-    location: str,
-    schema: Schema,
-    all_optional: bool,
-    metrics: MetricsConfig,
-    partition_names: Sequence[str],
-    group_column: str | None,
-    partitions: FilePartitions,
-    io: FileIO,
-    io_properties: Mapping[str, str],
-    table_properties: Mapping[str, str],
-    max_records: int | None,
-    target_bytes: int | None,
-    hashed: LocationProvider | None = None,
-) -> dict[str, Written]:
-    """Write `frame` (the schema's columns, then the partition columns and the integer
-    `group_column`, if any) below `location`, or where `hashed` puts them; the files written
-    (sorted by location).
-
-    `all_optional` writes every column optional whatever the schema says, as Spark's writer
-    does with data files."""
-    from pyspark.sql import functions as F  # noqa: PLC0415 (Spark work only)
-
-    from spark_jobs.schema import quote_name  # noqa: PLC0415 (Spark work only)
-
-    keys = {*partition_names, *([group_column] if group_column else [])}
-    data_columns = [c for c in frame.columns if c not in keys]
-    if len(data_columns) != len(schema.fields):
-        raise JobError(
-            f"expected the {len(schema.fields)} columns of the file set, got {data_columns}"
-        )
-    key_columns = [
-        F.col(quote_name(n)).cast("string").alias(_PARTITION_COLUMN.format(i))
-        for i, n in enumerate(partition_names)
-    ]
-    if group_column:
-        key_columns.append(F.col(quote_name(group_column)).cast("int").alias(_GROUP_COLUMN))
-    prepared = frame.select(*(F.col(quote_name(c)) for c in data_columns), *key_columns)
-    payload = WritePlan.of(
-        location=location,
-        schema=schema,
-        all_optional=all_optional,
-        metrics=metrics,
-        data_columns=data_columns,
-        partition_names=partition_names,
-        io_properties=io_properties,
-        table_properties=table_properties,
-        max_records=max_records,
-        target_bytes=target_bytes,
-        partitions=partitions,
-        hashed=hashed,
-        grouped=bool(group_column),
-    ).to_json()
-    reported = prepared.mapInArrow(partial(_write_batches, payload=payload), WRITTEN).collect()
-    return kept_files(io, location, reported)
-
-
-def kept_files(io: FileIO, location: str, reported: Sequence[Any]) -> dict[str, Written]:
-    """The files the successful task attempts reported (`written_batch` rows), sorted by
-    location; every other file below `location` (failed or duplicate attempts) is deleted."""
-    rows = sorted(reported, key=lambda row: row["location"])
-    kept = {
-        row["location"]: Written(
-            row["group"],
-            None if row["partition"] is None else json.loads(row["partition"]),
-            decode(json.loads(row["metrics"])),
-        )
-        for row in rows
-    }
-    _delete_strays(io, location, list(kept))
-    return kept
-
-
-def _delete_strays(io: FileIO, location: str, kept: Sequence[str]) -> None:
-    """Delete files of failed or duplicate task attempts (no manifest will reference them).
-
-    File names are unique (a uuid per task attempt), so they are compared by name: the
-    listing may spell the directory differently from how the tasks did."""
-    names = {k.rsplit("/", 1)[-1] for k in kept}
-    for listed in io.list_prefix(location):
-        name = listed.location.rsplit("/", 1)[-1]
-        if name.endswith(".parquet") and name not in names:
-            io.delete(listed.location, missing_ok=True)

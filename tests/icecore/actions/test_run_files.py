@@ -1,7 +1,8 @@
-"""The files a writing task makes (`arrow_files.TaskWriter`, as the jobs' Spark tasks and the
-driver's threads run it), without Spark: each lies under the path Java gives its partition,
-never below a directory of the job's own (`_group=`); its task reports its group and
-partition values, which are all the driver uses; files of failed attempts are deleted."""
+"""The files of a run (`icecore.actions.run_files`) as its writing tasks make them
+(`icecore.data.parquet_writer.TaskWriter`, as the jobs' Spark tasks and the driver's threads
+run it): each lies under the path Java gives its partition, never below a directory of the
+job's own (`_group=`); its task reports its group and partition values, which are all the
+driver uses; files of failed attempts are deleted."""
 
 from __future__ import annotations
 
@@ -10,37 +11,35 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from icecore.catalog import SqlCatalog
+from icecore.actions.run_files import FileSet, RunFiles
+from icecore.data.parquet_writer import TaskWriter, WritePlan
+from icecore.data.task_reports import kept_files, written_batch
 from icecore.spec.manifest import FileContent
-from spark_jobs.writing.arrow_files import TaskWriter, WritePlan, kept_files, written_batch
-from spark_jobs.writing.files import FileSet, RunFiles
-from tests.spark.delete_tables import create
+from icecore.spec.schema import Schema
+from icecore.spec.terms import parse_partition_spec
+from icecore.spec.types import LongType, NestedField, StringType, TimestampType
+from tests.support.committing import sqlite_catalog
 
 DAY = 19_723  # 2024-01-01
 
 
 @pytest.fixture
-def run(catalog: SqlCatalog) -> RunFiles:
+def run(tmp_path: Path) -> RunFiles:
     """The files of a job run on a table partitioned by `v` and `day(ts)`."""
-    table = create(catalog, "v, day(ts)")
+    schema = Schema(
+        (
+            NestedField(1, "id", LongType()),
+            NestedField(2, "v", StringType()),
+            NestedField(3, "ts", TimestampType()),
+        )
+    )
+    spec = parse_partition_spec("v, day(ts)", schema)
+    table = sqlite_catalog(tmp_path).create_table("db.t", schema, spec=spec)
     return RunFiles(table.io, table.metadata, "test")
 
 
 def _plan(run: RunFiles, file_set: FileSet, max_records: int | None) -> WritePlan:
-    return WritePlan.of(
-        location=run.location_of(file_set),
-        schema=file_set.schema,
-        all_optional=False,
-        metrics=file_set.metrics,
-        data_columns=[f.name for f in file_set.schema.fields],
-        partition_names=["v", "ts_day"] if file_set.groups is None else [],
-        io_properties=run.io_properties,
-        table_properties=run.metadata.properties,
-        max_records=max_records,
-        target_bytes=None,
-        partitions=run.partitions(file_set),
-        grouped=file_set.groups is not None,
-    )
+    return run.write_plan(file_set, max_records=max_records)
 
 
 def _positions(writer: TaskWriter, count: int) -> pa.Table:
@@ -55,9 +54,9 @@ def _written(run: RunFiles, file_set: FileSet, plan: WritePlan, writer: TaskWrit
 def test_a_groups_files_go_under_its_partition_path_with_the_group_reported(run: RunFiles) -> None:
     spec = run.metadata.spec()
     groups = {7: (spec.spec_id, ("a b/c=d", DAY)), 8: (spec.spec_id, (None, DAY + 1))}
-    file_set = FileSet.position_deletes(spec, None, groups=groups)
+    file_set = FileSet.position_deletes(spec, groups=groups)
     plan = _plan(run, file_set, max_records=2)
-    writer = TaskWriter(plan)
+    writer = TaskWriter(plan, run.io)
     writer.add(_positions(writer, 3), group=7)
     writer.add(_positions(writer, 1), group=8)
     _written(run, file_set, plan, writer)
@@ -80,9 +79,9 @@ def test_a_groups_files_go_under_its_partition_path_with_the_group_reported(run:
 def test_partition_values_from_the_rows_are_reported_as_values(run: RunFiles) -> None:
     """Rows with partition columns (Spark's string renderings): the reported values, not
     the path, give the manifest's partition tuple."""
-    file_set = FileSet.position_deletes(run.metadata.spec(), None)
+    file_set = FileSet.position_deletes(run.metadata.spec(), ["v", "ts_day"])
     plan = _plan(run, file_set, max_records=None)
-    writer = TaskWriter(plan)
+    writer = TaskWriter(plan, run.io)
     writer.add(_positions(writer, 2), values=("x", "2024-01-01"))
     writer.add(_positions(writer, 1), values=(None, "2023-12-31"))
     reported = written_batch(writer.close()).to_pylist()
@@ -96,12 +95,12 @@ def test_partition_values_from_the_rows_are_reported_as_values(run: RunFiles) ->
 
 def test_files_of_failed_attempts_are_deleted_below_partition_paths(run: RunFiles) -> None:
     spec = run.metadata.spec()
-    file_set = FileSet.position_deletes(spec, None, groups={1: (spec.spec_id, ("x", DAY))})
+    file_set = FileSet.position_deletes(spec, groups={1: (spec.spec_id, ("x", DAY))})
     plan = _plan(run, file_set, max_records=None)
-    failed = TaskWriter(plan)  # an attempt whose report never arrives
+    failed = TaskWriter(plan, run.io)  # an attempt whose report never arrives
     failed.add(_positions(failed, 1), group=1)
     stray = failed.close()[0][0]
-    writer = TaskWriter(plan)
+    writer = TaskWriter(plan, run.io)
     writer.add(_positions(writer, 1), group=1)
     _written(run, file_set, plan, writer)
     [(kept, _)] = run.grouped_files()

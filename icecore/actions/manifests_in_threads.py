@@ -1,6 +1,6 @@
-"""A manifest rewrite executed in the driver's own threads, without Spark: for tables whose
-replaced manifests are small enough (`--driver-max-bytes`) that their entries fit in the
-driver, where starting a SparkContext would cost more than the whole rewrite.
+"""A manifest rewrite executed in the caller's own threads, without an engine: for tables whose
+replaced manifests are small enough (the job's `--driver-max-bytes`) that their entries fit
+in one process, where starting Spark would cost more than the whole rewrite.
 
 One group at a time: its manifests are read on a thread pool (live entries, with every
 metric), the entries sorted by clustering key and path, cut into the group's outputs and
@@ -20,7 +20,7 @@ from icecore.spec.manifest_list import ManifestFile
 THREADS = 8  # reading and writing manifests mostly waits on storage
 
 
-def rewrite_in_driver(
+def rewrite_in_threads(
     io: FileIO, group: ManifestGroup, output: ManifestOutput, written: list[ManifestFile]
 ) -> None:
     """Write `group` as its new manifests, appending each to `written` (every one that was
