@@ -18,6 +18,7 @@ group gives each file its partition tuple (`icecore.actions.run_files.FileSet.gr
 
 from __future__ import annotations
 
+import json
 import math
 import threading
 from collections.abc import Iterator, Sequence
@@ -30,6 +31,7 @@ import pyarrow as pa
 from icecore.actions.rewrite_data_files import FileGroup
 from icecore.data.live_batches import DataRef, DeleteRef, LiveBatches
 from icecore.data.parquet_writer import TaskWriter, WritePlan
+from icecore.data.position_maps import SegmentRecorder
 from icecore.data.task_reports import Reported
 from icecore.io import FileIO
 from icecore.spec.manifest import content_key
@@ -91,8 +93,9 @@ def rewrite_bin(
     task: int = 0,
 ) -> list[Reported]:
     """Write the live rows of one bin (`group_bins`) as task `task`, reading the table's
-    columns `fields` (with their row lineage, `lineage`) through `io`; its files and their
-    metrics."""
+    columns `fields` (with their row lineage, `lineage`) through `io`; its files, their
+    metrics and where their rows came from (`icecore.data.position_maps`: a bin's rows keep
+    their order, so a few segments say it)."""
     writer = TaskWriter(plan, io, task)
     data = [DataRef.from_json(d) for d in work["data"]]
     reader = LiveBatches(
@@ -103,13 +106,16 @@ def rewrite_bin(
         sorted({d.path for d in data}),
         lineage=lineage,
     )
+    recorder = SegmentRecorder()
     try:
-        for batch in prefetched(b for ref in data for b in reader.read(ref)):
+        for batch in prefetched(b for ref in data for b in reader.read(ref, recorder)):
             writer.add(pa.Table.from_batches([batch]), group=work["group"])
-        return writer.close()
+        written = writer.close()
     except BaseException:
         writer.abort()
         raise
+    rows = [(w[0], json.loads(w[3])["record_count"]) for w in written]
+    return [(*w[:4], moved) for w, moved in zip(written, recorder.reports(rows), strict=True)]
 
 
 @dataclass(frozen=True)

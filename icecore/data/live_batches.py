@@ -45,6 +45,7 @@ from icecore.data.parquet_columns import (
     row_group_batches,
     row_group_midpoint,
 )
+from icecore.data.position_maps import SegmentRecorder
 from icecore.io import FileIO
 from icecore.spec.deletion_vectors import read_dv
 from icecore.spec.manifest import DataFile, FileContent
@@ -61,6 +62,7 @@ if TYPE_CHECKING:
 
 POSITION, DV, EQUALITY = "position", "dv", "equality"
 _ROW = "_live_row"
+_NONE = np.empty(0, dtype=np.int64)
 
 
 @dataclass(frozen=True)
@@ -149,7 +151,11 @@ class LiveBatches:
 
     # Data --------------------------------------------------------------------------------
 
-    def read(self, data: DataRef) -> Iterator[pa.RecordBatch]:
+    def read(
+        self, data: DataRef, recorder: SegmentRecorder | None = None
+    ) -> Iterator[pa.RecordBatch]:
+        """The live rows of `data`, in order; `recorder` is told each batch's positions and
+        those it dropped, as the batch is read (for a rewrite's `SegmentMap`)."""
         deletes = _FileDeletes(self.deleted_positions(data), self._equality_keys(data))
         for position, batch in self._batches(data):
             keep = _kept(batch.num_rows, position, deletes.positions)
@@ -157,6 +163,9 @@ class LiveBatches:
                 matched = self._matches(batch, ids, keys)
                 if matched is not None:
                     keep = ~matched if keep is None else keep & ~matched
+            if recorder is not None:
+                dropped = _NONE if keep is None else np.flatnonzero(~keep) + position
+                recorder.read(data.path, position, position + batch.num_rows, dropped)
             live = batch if keep is None else batch.filter(pa.array(keep))
             if live.num_rows:
                 yield live

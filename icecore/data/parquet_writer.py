@@ -353,7 +353,7 @@ class TaskWriter:
             opened.footers[0], size, self.iceberg_schema, self.metrics, opened.nan_counts
         )
         partition = None if opened.partition is None else json.dumps(opened.partition)
-        self.done.append((opened.location, key[0], partition, json.dumps(metrics)))
+        self.done.append((opened.location, key[0], partition, json.dumps(metrics), None))
 
     def close(self) -> list[Reported]:
         for key in list(self.open):

@@ -18,6 +18,8 @@ what it read, batch by batch, then the files its writer cut the rows into.
 
 from __future__ import annotations
 
+import base64
+import json
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
@@ -112,6 +114,15 @@ class SegmentMap:
         for new_file, chunks in out.items():
             yield new_file, np.sort(np.concatenate(chunks))
 
+    def add_report(self, report: str) -> None:
+        """Add what a task reported of one file it wrote (`SegmentRecorder.reports`)."""
+        parsed = json.loads(report)
+        for raw in parsed.get("segments", ()):
+            self.add(Segment.from_json(raw))
+        for data_file, encoded in parsed.get("dropped", {}).items():
+            positions = DeletionVector.from_portable(base64.b64decode(encoded)).to_numpy()
+            self.add_dropped(data_file, positions)
+
     @property
     def nbytes(self) -> int:
         """The map's memory, roughly: its segments and dropped-position bitmaps."""
@@ -163,6 +174,26 @@ class SegmentRecorder:
             found[r.data_file].append(r.dropped)
         return {path: np.concatenate(chunks) for path, chunks in found.items()}
 
+    def reports(self, written: list[tuple[str, int]]) -> list[str]:
+        """What the task reports with each file of `written` (location, rows; in writing
+        order) for the driver's `SegmentMap.add_report`: the file's segments, and with the
+        first file every position the task dropped."""
+        by_file: dict[str, list[list[str | int]]] = defaultdict(list)
+        for segment in self.segments(written):
+            by_file[segment.new_file].append(segment.to_json())
+        dropped = {
+            path: base64.b64encode(DeletionVector.from_positions(p).to_portable()).decode()
+            for path, p in self.dropped().items()
+            if len(p)
+        }
+        out = []
+        for n, (location, _) in enumerate(written):
+            report: dict[str, object] = {"segments": by_file.get(location, [])}
+            if n == 0 and dropped:
+                report["dropped"] = dropped
+            out.append(json.dumps(report))
+        return out
+
     def segments(self, written: list[tuple[str, int]]) -> list[Segment]:
         """The segments, given the files written (location, row count) in writing order."""
         out: list[Segment] = []
@@ -174,7 +205,9 @@ class SegmentRecorder:
             position = r.start
             while row < rows:
                 while room == 0:
-                    new_file, room = next(files)  # StopIteration: fewer rows written than read
+                    new_file, room = next(files, ("", -1))
+                    if room < 0:
+                        raise ValueError(f"fewer rows were written than read: {written}")
                     new_start = 0
                 take = min(room, rows - row)
                 end = r.end if row + take == rows else r.position_of(row + take)
@@ -182,4 +215,6 @@ class SegmentRecorder:
                 row, position = row + take, end
                 room -= take
                 new_start += take
+        if room or next(files, None) is not None:
+            raise ValueError(f"more rows were written than read: {written}")
         return out

@@ -1,8 +1,9 @@
 """What a writing task reports of the files it wrote, and which of them the driver keeps.
 
 A task's report is the only thing the driver collects of a write: per file its location, the
-group of its rows, the partition values its partition columns gave and its footer metrics
-(`icecore.data.parquet_writer`). A retried or speculative task attempt writes new files under
+group of its rows, the partition values its partition columns gave, its footer metrics
+(`icecore.data.parquet_writer`) and, for a rewrite, where its rows came from
+(`icecore.data.position_maps`). A retried or speculative task attempt writes new files under
 new names (a uuid per attempt); only the files the successful attempts report are kept, and
 the others are deleted once the write is done: those below the write's directory, that is; a
 failed attempt's files under an object-storage table's hash directories cannot be listed
@@ -21,11 +22,12 @@ import pyarrow as pa
 from icecore.data.metrics import decode
 from icecore.io import FileIO
 
-# What a task reports of a file: location, group, partition values as JSON, metrics as JSON.
-Reported = tuple[str, int | None, str | None, str]
+# What a task reports of a file: location, group, partition values as JSON, metrics as JSON,
+# and (a rewrite's files) where its rows came from as JSON.
+Reported = tuple[str, int | None, str | None, str, str | None]
 REPORTED = pa.schema(
     [("location", pa.string()), ("group", pa.int32()), ("partition", pa.string()),
-     ("metrics", pa.string())]
+     ("metrics", pa.string()), ("moved", pa.string())]
 )  # fmt: skip
 REPORTED_NAMES = tuple(REPORTED.names)  # a `written_batch` row's, in order
 
@@ -33,7 +35,8 @@ REPORTED_NAMES = tuple(REPORTED.names)  # a `written_batch` row's, in order
 def written_batch(written: Sequence[Reported]) -> pa.RecordBatch:
     """What a writing task reports: each file's location, the group of its rows (null when
     the write has no groups), the partition values its partition columns gave (a JSON list of
-    Iceberg's single-value forms; null when it has no such columns) and its metrics as JSON."""
+    Iceberg's single-value forms; null when it has no such columns), its metrics as JSON and
+    where its rows came from (null but in a rewrite)."""
     columns = list(zip(*written, strict=True)) or [() for _ in REPORTED]
     return pa.RecordBatch.from_arrays(
         [pa.array(c, f.type) for c, f in zip(columns, REPORTED, strict=True)], schema=REPORTED
@@ -49,6 +52,7 @@ class Written:
     group: int | None
     partition: list[Any] | None
     metrics: dict[str, Any]
+    moved: str | None = None  # a rewrite's: where the rows came from (`position_maps`)
 
 
 def kept_files(io: FileIO, location: str, reported: Sequence[Any]) -> dict[str, Written]:
@@ -61,6 +65,7 @@ def kept_files(io: FileIO, location: str, reported: Sequence[Any]) -> dict[str, 
             row["group"],
             None if row["partition"] is None else json.loads(row["partition"]),
             decode(json.loads(row["metrics"])),
+            row["moved"],
         )
         for row in rows
     }

@@ -11,8 +11,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import duckdb
+import numpy as np
 import pytest
 
+from icecore.actions.rebased_deletes import PositionDeleteWriter
 from icecore.catalog.sql import SqlCatalog
 from icecore.commit.delete_rewrite import DeleteRewrite
 from icecore.commit.rewrite import RewriteFiles
@@ -45,22 +47,30 @@ def compact_a(
     t: CatalogTable, table: Table, *, dropped: dict[str, list[int]] | None = None
 ) -> RewriteFiles:
     """a1 (ids 1, 2) and a2 (id 3) into one file, in order, as a bin-pack writes them;
-    `dropped`: positions already deleted at the start, which the rewrite leaves out."""
+    `dropped`: positions already deleted at the start, which the rewrite leaves out. The
+    rebase writes DVs (v3) unless the caller sets it again."""
     dropped = dropped or {}
-    rows, segments = [], []
+    rows = []
     for name, source in (("a1", [1, 2]), ("a2", [3])):
-        path = t[name].file_path
         gone = set(dropped.get(name, ()))
-        segments.append(Segment(path, 0, len(source), "", len(rows)))
         rows.extend({"id": i, "cat": "a"} for pos, i in enumerate(source) if pos not in gone)
     compacted = t.data(rows, name="compacted")
-    positions = SegmentMap()
-    for s in segments:
-        positions.add(Segment(s.data_file, s.start, s.end, compacted.file_path, s.new_start))
-    for name, gone in dropped.items():
-        positions.add_dropped(t[name].file_path, gone)
     rewrite = table.new_rewrite().rewrite_files([t["a1"], t["a2"]], [compacted])
+    positions = rewrite_positions(t, dropped)
     return rewrite.use_starting_sequence_number().rebase_concurrent_deletes(positions)
+
+
+def rewrite_positions(t: CatalogTable, dropped: dict[str, list[int]] | None = None) -> SegmentMap:
+    """Where `compact_a` put the rows: a1's then a2's, less the dropped ones."""
+    dropped = dropped or {}
+    positions = SegmentMap()
+    new_start = 0
+    for name, rows in (("a1", 2), ("a2", 1)):
+        path = t[name].file_path
+        positions.add(Segment(path, 0, rows, t["compacted"].file_path, new_start))
+        positions.add_dropped(path, np.array(dropped.get(name, []), np.int64))
+        new_start += rows - len(dropped.get(name, []))
+    return positions
 
 
 def dvs_of(table: Table) -> dict[str, str]:
@@ -266,3 +276,34 @@ def test_a_schema_or_spec_change_after_the_plan_gives_way(catalog: SqlCatalog) -
         with pytest.raises(CommitConflictError, match=f"partition spec changed|{change} changed"):
             rewrite.commit()
         assert ids(t.table.refresh()) == [1, 2, 3, 10, 11]
+
+
+def test_v2_position_deletes_committed_meanwhile_follow_the_rows(
+    catalog: SqlCatalog, duck: duckdb.DuckDBPyConnection
+) -> None:
+    """Format v2: a writer's partition-scoped position delete file (ids 2 and 3) is rebased as
+    a position delete file scoped to the new data file; the writer's stays for the files it
+    names, which the rewrite removed (it applies to nothing live any more)."""
+    t = CatalogTable.create(catalog, "v2_rebase")
+    t.data([{"id": 1, "cat": "a"}, {"id": 2, "cat": "a"}], name="a1")
+    t.data([{"id": 3, "cat": "a"}], name="a2")
+    t.data([{"id": 10, "cat": "b"}], name="b1")
+    t.table.new_fast_append().append_file(t["a1"]).append_file(t["a2"]).append_file(
+        t["b1"]
+    ).commit()
+    writer = t.load()
+    rewrite = compact_a(t, t.table).rebase_concurrent_deletes(
+        rewrite_positions(t), PositionDeleteWriter(t.table)
+    )
+    theirs = t.position_deletes([(t["a1"].file_path, 1), (t["a2"].file_path, 0)], name="theirs")
+    writer.new_row_delta().add_deletes(theirs).commit()
+
+    rewrite.commit()
+    table = t.table.refresh()
+    assert ids(table) == [1, 10]
+    assert sorted(i for i, _, _ in agreed_rows(table, duck)) == [1, 10]
+    (rebased,) = rewrite.rebased.delete_files
+    assert rebased.referenced_data_file == t["compacted"].file_path
+    assert rebased.record_count == 2 and rewrite.rebased.rows == 2
+    assert {"theirs.parquet", "compacted.parquet", Path(rebased.file_path).name} <= set(live(table))
+    assert_clean(table)
