@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from icecore.actions.live_files import PartitionKey
 from icecore.data.metrics import MetricsConfig
 from icecore.data.parquet_writer import FilePartitions, WritePlan
+from icecore.data.position_maps import SegmentMap
 from icecore.data.task_reports import Written
 from icecore.errors import FileError, ValidationError
 from icecore.io import FileIO
@@ -186,6 +187,15 @@ class RunFiles:
         """Files of `file_set` its writing tasks reported (as `kept_files` keeps them)."""
         self._described.update(described)
         self._written.extend((path, file_set) for path in described)
+
+    def position_map(self, inputs: Mapping[str, int]) -> SegmentMap:
+        """Where this run's rewrite put the rows of `inputs` (data file -> its rows), as its
+        tasks reported it (`icecore.data.position_maps`)."""
+        positions = SegmentMap(inputs)
+        for written in self._described.values():
+            if written.moved is not None:
+                positions.add_report(written.moved)
+        return positions
 
     def track(self, locations: Iterable[str]) -> None:
         """Other files this run wrote (deletion vectors), for `discard`."""

@@ -21,7 +21,7 @@ from __future__ import annotations
 import base64
 import json
 from collections import defaultdict
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -69,13 +69,12 @@ class Segment:
 class SegmentMap:
     """A bin-pack's `PositionMap`: segments, and each input file's dropped positions."""
 
-    def __init__(self, inputs: Iterable[str] = ()) -> None:
-        self._inputs = set(inputs)
+    def __init__(self, inputs: Mapping[str, int]) -> None:
+        self._inputs = dict(inputs)  # input file -> its rows (`record_count`)
         self._segments: dict[str, list[Segment]] = defaultdict(list)
         self._dropped: dict[str, bytes] = {}  # portable Roaring bitmaps, decoded on demand
 
     def add(self, segment: Segment) -> None:
-        self._inputs.add(segment.data_file)
         self._segments[segment.data_file].append(segment)
 
     def add_dropped(self, data_file: str, positions: np.ndarray) -> None:
@@ -89,9 +88,25 @@ class SegmentMap:
         self._dropped[data_file] = merged.to_portable()
 
     def covers(self, data_file: str) -> bool:
-        """Every row of an input the rewrite read is in a segment or was dropped; an input
-        whose rows were all dropped has no segment at all."""
-        return data_file in self._inputs
+        """Whether every row of the input is accounted for: in a segment (written there, or
+        dropped inside its range) or dropped outside any (an input whose rows were all
+        dropped has no segment at all). A map missing part of a file says no, and the
+        commit gives way instead of taking the rows it cannot find as dropped."""
+        rows = self._inputs.get(data_file)
+        if rows is None:
+            return False
+        segments = self._segments.get(data_file, ())
+        starts = np.array(sorted(s.start for s in segments), dtype=np.int64)
+        ends = np.array(sorted(s.end for s in segments), dtype=np.int64)
+        dropped = self._dropped_positions(data_file)
+        outside = np.searchsorted(ends, dropped, side="right") >= np.searchsorted(
+            starts, dropped, side="right"
+        )
+        return int((ends - starts).sum()) + int(outside.sum()) == rows
+
+    def _dropped_positions(self, data_file: str) -> np.ndarray:
+        raw = self._dropped.get(data_file)
+        return DeletionVector.from_portable(raw if raw is not None else _EMPTY).to_numpy()
 
     def move(self, deleted: Mapping[str, np.ndarray]) -> Iterator[tuple[str, np.ndarray]]:
         for data_file, positions in deleted.items():
@@ -99,8 +114,7 @@ class SegmentMap:
 
     def _moved(self, data_file: str, positions: np.ndarray) -> Iterator[tuple[str, np.ndarray]]:
         wanted = np.asarray(positions, dtype=np.int64)
-        raw = self._dropped.get(data_file)
-        dropped = DeletionVector.from_portable(raw if raw is not None else _EMPTY).to_numpy()
+        dropped = self._dropped_positions(data_file)
         out: dict[str, list[np.ndarray]] = defaultdict(list)
         for segment in self._segments.get(data_file, ()):
             inside = wanted[(wanted >= segment.start) & (wanted < segment.end)]

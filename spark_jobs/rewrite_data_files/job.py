@@ -8,8 +8,11 @@ write the groups' live rows below the run's own directory, many groups per Spark
 groups (at most `partial-progress.max-commits` commits). A commit is a `RewriteFiles`
 validated from the planning snapshot: new data files keep that snapshot's sequence number
 (`use-starting-sequence-number`, on by default) so equality deletes committed meanwhile
-still apply to them; a position delete committed meanwhile for a replaced file is a conflict
-naming its snapshot. After a conflict the job plans again from the new table state -- all
+still apply to them; position deletes and DVs committed meanwhile for a replaced file are
+rebased onto the new files (`rebase-concurrent-deletes`, on by default: the tasks report
+where each input row went, `icecore.commit.rebase`), or, switched off, a conflict naming
+the snapshot. A change of the table's schema or default spec meanwhile is a conflict too.
+After a conflict the job plans again from the new table state -- all
 of it, or with partial progress only the conflicting groups' partitions, the other commits
 standing -- up to `--max-attempts` plans in all (`icecore.actions.committing.
 with_replanning`); what still conflicts then fails the job (with partial progress: is
@@ -35,6 +38,7 @@ from icecore.actions.committing import (
 )
 from icecore.actions.file_sizes import FileSizeBounds
 from icecore.actions.live_files import PartitionKey
+from icecore.actions.rebased_deletes import PositionDeleteWriter
 from icecore.actions.rewrite_data_files import (
     CompactionPlan,
     FileGroup,
@@ -43,6 +47,8 @@ from icecore.actions.rewrite_data_files import (
 )
 from icecore.actions.run_files import RunFiles
 from icecore.catalog import Catalog
+from icecore.commit.rebase import Rebased
+from icecore.data.position_maps import PositionMap
 from icecore.errors import CommitConflictError, ValidationError
 from icecore.spec.manifest import DataFile, content_key
 from icecore.spec.properties import WRITE_TARGET_FILE_SIZE_BYTES
@@ -79,6 +85,7 @@ class _Committed:
     replaced_bytes: int
     added_files: int
     removed_deletes: int
+    rebased: Rebased
 
 
 @dataclass
@@ -99,10 +106,22 @@ class _Progress:
             rewritten_bytes=sum(c.replaced_bytes for c in self.commits),
             removed_delete_files=sum(c.removed_deletes for c in self.commits),
             commits=[c.snapshot_id for c in self.commits],
+            rebased_commits=len({s for c in self.commits for s in c.rebased.snapshot_ids}),
+            rebased_rows=sum(c.rebased.rows for c in self.commits),
         )
 
 
 _Attempted = Attempted[RewriteDataFilesResult, PartitionKey]
+
+
+@dataclass(frozen=True)
+class _Layout:
+    """What the new files were written for, and where their rows came from: the schema, the
+    spec when it was the table's default, the position map (None: rebase switched off)."""
+
+    schema_id: int
+    spec_id: int | None
+    positions: PositionMap | None
 
 
 def run(
@@ -246,6 +265,16 @@ def _rewrite(
             concurrency=options.max_concurrent_file_group_rewrites,
         )
         written = [_Written(g, files[g.index]) for g in groups]
+        positions = run.position_map(
+            {f.file_path: f.record_count for g in groups for f in g.data_files}
+        )
+        layout = _Layout(
+            table.metadata.current_schema_id,
+            rules.output_spec_id
+            if rules.output_spec_id == table.metadata.default_spec_id
+            else None,
+            positions if options.rebase_concurrent_deletes else None,
+        )
         if before_commit is not None:
             before_commit(table)
         batches = commit_batches(
@@ -255,7 +284,7 @@ def _rewrite(
         for batch in batches:
             try:
                 progress.commits.append(
-                    _commit(table, plan, batch, committed=committed, options=options)
+                    _commit(table, plan, batch, committed=committed, options=options, at=layout)
                 )
             except CommitConflictError as exc:
                 if not options.partial_progress_enabled:
@@ -279,6 +308,7 @@ def _commit(
     *,
     committed: list[str],
     options: RewriteDataFilesOptions,
+    at: _Layout,
 ) -> _Committed:
     table.refresh()
     groups = [w.group for w in batch]
@@ -291,6 +321,10 @@ def _commit(
     rewrite.rewrite_files(replaced, added, removed_deletes)
     if options.use_starting_sequence_number:
         rewrite.use_starting_sequence_number()
+    rewrite.validate_written_with(at.schema_id, at.spec_id)
+    if at.positions is not None:
+        v2 = table.metadata.format_version < 3
+        rewrite.rebase_concurrent_deletes(at.positions, PositionDeleteWriter(table) if v2 else None)
     rewrite.snapshot_property(ICEFLOE_JOB, JOB)
     rewrite.commit()
     committed.extend(f.file_path for f in replaced)
@@ -303,10 +337,20 @@ def _commit(
         len(removed_deletes),
         rewrite.snapshot_id,
     )
+    rebased = rewrite.rebased
+    if rebased.snapshot_ids:
+        LOG.info(
+            "rebased %d rows that %d commits of other writers deleted meanwhile onto the new "
+            "files (snapshots %s)",
+            rebased.rows,
+            len(rebased.snapshot_ids),
+            ", ".join(str(s) for s in sorted(rebased.snapshot_ids)),
+        )
     return _Committed(
         snapshot_id=rewrite.snapshot_id,
         replaced_files=len(replaced),
         replaced_bytes=sum(f.file_size_in_bytes for f in replaced),
         added_files=len(added),
         removed_deletes=len(removed_deletes),
+        rebased=rebased,
     )

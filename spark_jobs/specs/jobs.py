@@ -232,6 +232,13 @@ class RewriteDataFilesOptions(JobOptions):
         procedure="use-starting-sequence-number",
         form=False,
     )
+    rebase_concurrent_deletes: bool = option(
+        True,
+        BOOLEAN,
+        "rows other writers delete from the files being rewritten meanwhile are deleted in "
+        "the new files at commit, instead of planning again",
+        form=False,
+    )
     max_attempts: int = _max_attempts(4)  # type: ignore[assignment]
     max_concurrent_file_group_rewrites: int = option(
         5,

@@ -184,6 +184,9 @@ class RewriteDataFilesResult(JobResult):
     rewritten_bytes: int = 0
     removed_delete_files: int = 0
     commits: list[int] = field(default_factory=list)
+    # Deletes other writers committed meanwhile, moved onto the new files (issue 36).
+    rebased_commits: int = 0
+    rebased_rows: int = 0
     failed_groups: list[str] = field(default_factory=list)
     attempts: int | None = None
     conflicts: list[str] = field(default_factory=list)

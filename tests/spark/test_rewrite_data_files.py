@@ -26,6 +26,8 @@ from pyspark.sql import SparkSession
 
 from icecore.actions.run_files import FileSet, RunFiles
 from icecore.catalog import SqlCatalog
+from icecore.data.arrow_schema import arrow_schema
+from icecore.data.live_batches import DataRef, DeleteRef, LiveBatches
 from icecore.errors import CommitConflictError
 from icecore.spec.manifest import FileContent
 from icecore.spec.metadata_columns import POSITION_DELETE_SCHEMA
@@ -205,7 +207,7 @@ def _position_delete(spark: SparkSession, table: Table, path: str, pos: int) -> 
     return delta.snapshot_id
 
 
-def test_races_equality_delete_applies_position_delete_conflicts(
+def test_races_equality_delete_applies_position_delete_is_rebased(
     spark: SparkSession, catalog: SqlCatalog, duck: duckdb.DuckDBPyConnection
 ) -> None:
     rnd, model = _build(spark, catalog, 1, None, seed=8)
@@ -237,18 +239,35 @@ def test_races_equality_delete_applies_position_delete_conflicts(
     after = rows(table, duck)
     assert after == expected
 
-    # 2. A position delete on a file the job replaces is a conflict naming its snapshot...
+    # 2. A position delete on a file the job replaces follows the row into the new file: the
+    #    job commits on its first plan, the row stays deleted.
     _build_more = batch(rnd, 5, 30, null_keys=False)
     cdc(spark, catalog, _build_more)
     table = catalog.load_table(TABLE)
-    before = rows(table, duck)
-    target = live(table)[FileContent.DATA][0].data_file.file_path
+    target, live_pos = _live_position(table)
     made: list[int] = []
 
     def delete_position(t: Table) -> None:
-        made.append(_position_delete(spark, catalog.load_table(TABLE), target, 0))
+        made.append(_position_delete(spark, catalog.load_table(TABLE), target, live_pos))
 
     options = RewriteDataFilesOptions(table=TABLE, rewrite_all=True, max_attempts=1)
+    result = compact(spark, catalog, options, before_commit=delete_position)
+    assert (result.attempts, result.conflicts, result.failed_groups) == (1, [], [])
+    assert (result.rebased_commits, result.rebased_rows) == (1, 1)
+    table = catalog.load_table(TABLE)
+    at_delete = scan_rows(table.io, table.metadata, snapshot_id=made[0])
+    assert rows(table, duck) == Counter((r["id"], r["v"], r["ts"]) for r in at_delete)
+    (rebased,) = live(table)[FileContent.POSITION_DELETES]
+    assert rebased.data_file.referenced_data_file in {
+        e.data_file.file_path for e in live(table)[FileContent.DATA]
+    }
+
+    # 3. Without the rebase, as before: a conflict naming the writer's snapshot...
+    made.clear()
+    target = _first(table)
+    options = RewriteDataFilesOptions(
+        table=TABLE, rewrite_all=True, max_attempts=1, rebase_concurrent_deletes=False
+    )
     with pytest.raises(CommitConflictError) as raised:
         compact(spark, catalog, options, before_commit=delete_position)
     message = str(raised.value)
@@ -266,15 +285,31 @@ def test_races_equality_delete_applies_position_delete_conflicts(
         if not calls:
             calls.append(_position_delete(spark, catalog.load_table(TABLE), _first(t), 1))
 
-    result = compact(
-        spark, catalog, RewriteDataFilesOptions(table=TABLE, rewrite_all=True), before_commit=once
+    options = RewriteDataFilesOptions(
+        table=TABLE, rewrite_all=True, rebase_concurrent_deletes=False
     )
+    result = compact(spark, catalog, options, before_commit=once)
     assert result.attempts == 2 and result.failed_groups == []
     assert len(result.conflicts) == 1 and str(calls[0]) in result.conflicts[0]
     table = catalog.load_table(TABLE)
     at_delete = scan_rows(table.io, table.metadata, snapshot_id=calls[0])
     assert rows(table, duck) == Counter((r["id"], r["v"], r["ts"]) for r in at_delete)
     assert not live(table)[FileContent.POSITION_DELETES]
+
+
+def _live_position(table: Table) -> tuple[str, int]:
+    """A data file and the position of a row of it no delete removes yet."""
+    schema = table.metadata.schema()
+    for task in table.scan().plan_files():
+        refs = [DeleteRef.of(d) for d in task.deletes]
+        path = task.file.file_path
+        reader = LiveBatches(table.io, schema.fields, arrow_schema(schema.fields), refs, [path])
+        data = DataRef(path, 0, 2**62, 0, deletes=tuple(range(len(refs))))
+        gone = set(reader.deleted_positions(data)) | set(reader.equality_deleted(data))
+        kept = [p for p in range(task.file.record_count) if p not in gone]
+        if kept:
+            return path, kept[0]
+    raise AssertionError("no live row")
 
 
 def _first(table: Table) -> str:

@@ -63,7 +63,7 @@ def compact_a(
 def rewrite_positions(t: CatalogTable, dropped: dict[str, list[int]] | None = None) -> SegmentMap:
     """Where `compact_a` put the rows: a1's then a2's, less the dropped ones."""
     dropped = dropped or {}
-    positions = SegmentMap()
+    positions = SegmentMap({t["a1"].file_path: 2, t["a2"].file_path: 1})
     new_start = 0
     for name, rows in (("a1", 2), ("a2", 1)):
         path = t[name].file_path

@@ -36,7 +36,7 @@ def bin_pack(
         chunk = truth_order[i : i + per_output]
         written.append((name, len(chunk)))
         truth.update({old: (name, k) for k, old in enumerate(chunk)})
-    positions = SegmentMap()
+    positions = SegmentMap({path: rows_per_file for path in dropped})
     for segment in recorder.segments(written):
         positions.add(segment)
     for path, gone in recorder.dropped().items():
@@ -60,7 +60,7 @@ def test_every_row_is_followed_to_its_new_place(seed: int) -> None:
 
 def test_a_map_costs_its_segments_and_dropped_rows_not_its_rows() -> None:
     """1,000,000 rewritten rows with 1% dropped: a few kilobytes, not megabytes."""
-    positions = SegmentMap()
+    positions = SegmentMap({f"in-{n}": 100_000 for n in range(10)})
     rng = np.random.default_rng(1)
     for n in range(10):
         path = f"in-{n}"
@@ -68,13 +68,17 @@ def test_a_map_costs_its_segments_and_dropped_rows_not_its_rows() -> None:
         positions.add_dropped(path, rng.choice(100_000, 1_000, replace=False))
     assert positions.nbytes < 30_000
     assert not positions.covers("in-10")
+    assert all(positions.covers(f"in-{n}") for n in range(10))
     assert list(positions.move({"in-3": np.array([], np.int64)})) == []
 
 
 def test_an_input_whose_rows_were_all_dropped_is_covered_with_nowhere_to_go() -> None:
-    positions = SegmentMap(inputs=["gone", "kept"])
+    positions = SegmentMap({"gone": 3, "kept": 12, "cut": 10})
     positions.add(Segment("kept", 0, 10, "out", 0))
-    positions.add_dropped("kept", np.array([3, 4]))
-    assert positions.covers("gone")
+    positions.add_dropped("kept", np.array([3, 4, 10, 11]))  # 10, 11: a read of dropped rows
+    positions.add_dropped("gone", np.array([0, 1, 2]))
+    positions.add(Segment("cut", 0, 6, "out", 8))  # rows 6-9 went nowhere the map knows
+    assert positions.covers("gone") and positions.covers("kept")
+    assert not positions.covers("cut") and not positions.covers("other")
     moved = list(positions.move({"gone": np.array([0, 5]), "kept": np.array([3, 4, 5])}))
     assert [(new, p.tolist()) for new, p in moved] == [("out", [3])]
