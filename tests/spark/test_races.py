@@ -287,7 +287,7 @@ def test_convert_equality_deletes_races_cdc(
     assert places["spark-write"] >= 1 or ROUNDS < 2, places
 
 
-def test_rewrite_data_files_races_cdc_and_yields_to_position_deletes(
+def test_rewrite_data_files_races_cdc_and_rebases_position_deletes(
     spark: SparkSession,
     catalog: SqlCatalog,
     other: SqlCatalog,
@@ -295,7 +295,8 @@ def test_rewrite_data_files_races_cdc_and_yields_to_position_deletes(
 ) -> None:
     """CDC batches (equality deletes, new data) do not conflict: the new files keep the
     starting sequence number, so the racing equality deletes still apply to them. A
-    position delete on a replaced file does: the job re-plans, or fails naming it."""
+    position delete on a replaced file is rebased onto the new file on the first plan; with
+    the rebase switched off (round 1) it is a conflict naming the delete's snapshot."""
     model = RacedTable(catalog, "bucket(2, id)", seed=3)
     for _ in range(3):
         model.commit()
@@ -303,8 +304,10 @@ def test_rewrite_data_files_races_cdc_and_yields_to_position_deletes(
     for n in range(ROUNDS):
         model.commit()
         yields = n % 2 == 1
-        attempts = 1 if n == 1 else 4  # must fail in round 1, must re-plan in round 3
-        options = RewriteDataFilesOptions(TABLE, rewrite_all=True, max_attempts=attempts)
+        rebase = n != 1
+        options = RewriteDataFilesOptions(
+            TABLE, rewrite_all=True, max_attempts=1, rebase_concurrent_deletes=rebase
+        )
         raced: list[int] = []
 
         def racer(yields: bool = yields, raced: list[int] = raced, real: bool = n == 0) -> int:
@@ -323,13 +326,14 @@ def test_rewrite_data_files_races_cdc_and_yields_to_position_deletes(
         )
         places[where] += 1
         table = catalog.load_table(TABLE)
-        if yields and attempts == 1:
+        if yields and not rebase:
             assert isinstance(outcome, CommitConflictError), outcome
             assert str(raced[0]) in str(outcome)
         else:
             result = result_of(outcome)
             assert result.commits and result.failed_groups == []
-            assert result.attempts == (2 if yields else 1), result
+            assert (result.attempts, result.conflicts) == (1, []), result
+            assert (result.rebased_commits, result.rebased_rows) == ((1, 1) if yields else (0, 0))
             check_rewrite(table, result.commits)
         check(table, model, duck)
     assert places["swap"] + places["spark-write"] == ROUNDS, places
