@@ -9,9 +9,11 @@ With deletion vectors, `validate_no_new_position_deletes` also refuses a commit 
 writer added a position delete or DV for one of the data files the new DVs are for (Java's
 `validateAddedDVs`): a data file with two DVs makes the table unreadable, and a DV merged from
 the starting snapshot's deletes would hide a newer position delete file of the same file.
-With `merge_concurrent_dvs()` the commit merges those deletes into its own DV instead
-(`icecore.commit.rebase.DvMerge`), and the writer's DV goes; the delete files the commit
-removes may then be gone already (a writer's DV replaced the one the commit merged).
+With `merge_concurrent_deletes()` the commit merges those deletes into its own DV instead
+(`icecore.commit.rebase.DvMerge`), and the writer's DV goes; and a delete file the commit
+removes may be gone already when a writer replaced it with one holding its positions (a DV, a
+file-scoped position delete file it maintains). Another engine's rewrite of the same files
+stays a conflict.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from collections.abc import Iterable
 
 from icecore.commit.rebase import NOTHING, DvMerge, Rebased
 from icecore.commit.rewrite import RewriteFiles
-from icecore.commit.validation import Validator
+from icecore.commit.validation import ADDS_DELETES, Validator
 from icecore.spec.manifest import DataFile, content_key
 from icecore.spec.metadata import TableMetadata
 from icecore.spec.refs import MAIN_BRANCH
@@ -46,11 +48,13 @@ class DeleteRewrite(RewriteFiles):
         self._dv_targets.update((f.file_path, f) for f in data_files)
         return self
 
-    def merge_concurrent_dvs(self) -> DeleteRewrite:
+    def merge_concurrent_deletes(self) -> DeleteRewrite:
         """Merge what writers deleted meanwhile from the data files of the new DVs into
-        them, instead of failing (`validate_no_new_position_deletes` names the files)."""
+        them (`validate_no_new_position_deletes` names the files), and take delete files
+        this commit removes that a writer replaced meanwhile as removed, instead of
+        failing."""
         self._dv_merge = DvMerge(self.table)
-        self._removed_deletes_may_be_gone = True
+        self._deletes_gone_by = ADDS_DELETES  # a writer's; another engine's rewrite conflicts
         return self
 
     @property

@@ -27,7 +27,7 @@ from icecore.spec.manifest import DataFile, FileContent, content_key
 from icecore.spec.manifest_list import UNASSIGNED_SEQ, ManifestContent, ManifestFile
 from icecore.spec.metadata import TableMetadata
 from icecore.spec.refs import MAIN_BRANCH
-from icecore.spec.snapshots import Snapshot, SummaryCounts
+from icecore.spec.snapshots import Operation, Snapshot, SummaryCounts
 
 if TYPE_CHECKING:
     from icecore.table import Table
@@ -49,9 +49,9 @@ class MergingSnapshotProducer(SnapshotProducer):
         self._data_merger = ManifestMerger(self)
         self._delete_merger = ManifestMerger(self)
         self._case_sensitive = True
-        # Delete files this commit removes may be gone already, removed by a commit since the
-        # start (a rebasing rewrite: whatever replaced them is rebased or dangling).
-        self._removed_deletes_may_be_gone = False
+        # Delete files this commit removes that commits of these operations may have removed
+        # meanwhile: their rows are in what replaced them, which a rebasing commit takes in.
+        self._deletes_gone_by: frozenset[Operation] = frozenset()
         self.validator: Validator | None = None
 
     def case_sensitive(self: M, value: bool) -> M:
@@ -180,8 +180,8 @@ class MergingSnapshotProducer(SnapshotProducer):
         found = {content_key(e.data_file) for e in manifest_filter.removed}
         missing = manifest_filter.required_paths - found
         assert self.validator is not None
-        if missing and content == ManifestContent.DELETES and self._removed_deletes_may_be_gone:
-            missing -= self.validator.removed_meanwhile(missing, content)
+        if missing and content == ManifestContent.DELETES and self._deletes_gone_by:
+            missing -= self.validator.removed_meanwhile(missing, content, self._deletes_gone_by)
         if missing:
             raise self.validator.missing_files(missing, content)
         return filtered

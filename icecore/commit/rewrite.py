@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 from icecore.commit.merging import MergingSnapshotProducer
 from icecore.commit.rebase import NOTHING, DeleteFileWriter, DeleteRebase, Rebased
-from icecore.commit.validation import Validator
+from icecore.commit.validation import ANY_OPERATION, Validator
 from icecore.data.position_maps import PositionMap
 from icecore.errors import CommitConflictError, ValidationError
 from icecore.spec.manifest import DataFile, FileContent, content_key
@@ -108,7 +108,9 @@ class RewriteFiles(MergingSnapshotProducer):
         the new ones (`positions`: where the rewrite put each row) and commit them there,
         written by `writer` (default: DVs, for v3), instead of failing."""
         self._rebase = DeleteRebase(self.table, positions, writer)
-        self._removed_deletes_may_be_gone = True
+        # A delete file the rewrite applied and removes may be gone whoever took it: its rows
+        # are out of the new files already, and what replaced it is rebased or dangling.
+        self._deletes_gone_by = ANY_OPERATION
         return self
 
     @property

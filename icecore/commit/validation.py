@@ -40,6 +40,13 @@ from icecore.spec.snapshots import Operation, Snapshot
 ADDS_DATA = frozenset({Operation.APPEND, Operation.OVERWRITE})
 REMOVES_DATA = frozenset({Operation.OVERWRITE, Operation.REPLACE, Operation.DELETE})
 ADDS_DELETES = frozenset({Operation.OVERWRITE, Operation.DELETE})
+# Deletes a data file gains, as a rewrite of that file must see them: a `replace` adds some
+# too, converting equality deletes committed meanwhile into position deletes or DVs (their
+# data sequence number stays above the start, the equality deletes they replace are gone).
+# Deletes a `replace` only moves (a delete compaction of files older than the start) keep a
+# sequence number no newer than the start and are not seen (Java checks overwrites and
+# deletes only, and misses the converted deletes).
+DELETES_OF_DATA_FILES = ADDS_DELETES | {Operation.REPLACE}
 ANY_OPERATION = frozenset(Operation)
 
 Partitions = Collection[tuple[int, tuple]]
@@ -173,7 +180,7 @@ class Validator:
         # Over several snapshots a data file may have had DVs one after another.
         index = DeleteFileIndex(unpartitioned, successive_dvs=True)
         added_by: dict[str, int | None] = {}
-        for entry in self._new_deletes(row_filter):
+        for entry in self._new_deletes(row_filter, DELETES_OF_DATA_FILES):
             content = entry.data_file.content
             if (ignore_equality_deletes and content == FileContent.EQUALITY_DELETES) or (
                 ignore_position_deletes and content == FileContent.POSITION_DELETES
@@ -199,16 +206,19 @@ class Validator:
         """The position deletes and DVs added meanwhile that apply to `data_files`."""
         added = (
             ConcurrentDelete(e.data_file, e.snapshot_id, _sequence_number(e))
-            for e in self._new_deletes(None)
+            for e in self._new_deletes(None, DELETES_OF_DATA_FILES)
             if e.data_file.content == FileContent.POSITION_DELETES and e.snapshot_id is not None
         )
         return ConcurrentDeletes.applying_to(data_files, added)
 
-    def removed_meanwhile(self, keys: Collection[str], content: ManifestContent) -> set[str]:
-        """Those of `keys` (`content_key`s) that a snapshot after the starting one removed."""
+    def removed_meanwhile(
+        self, keys: Collection[str], content: ManifestContent, operations: frozenset[Operation]
+    ) -> set[str]:
+        """Those of `keys` (`content_key`s) that a snapshot of `operations` removed after
+        the starting one."""
         return {
             key
-            for entry in self._entries(ANY_OPERATION, content, EntryStatus.DELETED)
+            for entry in self._entries(operations, content, EntryStatus.DELETED)
             if (key := content_key(entry.data_file)) in keys
         }
 
@@ -295,11 +305,16 @@ class Validator:
                     continue
                 yield entry
 
-    def _new_deletes(self, row_filter: BooleanExpression | None) -> Iterator[ManifestEntry]:
-        """Delete files added meanwhile; matched to the filter by partition only, since
-        their column metrics describe deleted rows, not the rows the filter asks about."""
+    def _new_deletes(
+        self,
+        row_filter: BooleanExpression | None,
+        operations: frozenset[Operation] = ADDS_DELETES,
+    ) -> Iterator[ManifestEntry]:
+        """Delete files added meanwhile by snapshots of `operations`, newer than the start;
+        matched to the filter by partition only, since their column metrics describe deleted
+        rows, not the rows the filter asks about."""
         for entry in self._entries(
-            ADDS_DELETES,
+            operations,
             ManifestContent.DELETES,
             EntryStatus.ADDED,
             row_filter,

@@ -61,6 +61,7 @@ from icecore.actions.live_files import (
 from icecore.actions.run_files import RunFiles
 from icecore.catalog import Catalog
 from icecore.commit.delete_rewrite import DeleteRewrite
+from icecore.commit.rebase import Rebased
 from icecore.data.dv_files import DVTarget, WrittenDVs, previous_deletes
 from icecore.data.equality_conversion import Target, key_bytes
 from icecore.spec.manifest import DataFile, FileContent
@@ -147,7 +148,7 @@ def convert_once(
                 write_position_deletes(files, positions, table.metadata.spec(), groups)
         added = files.grouped_files()
         added += [(dv, group_of_data[dv.referenced_data_file or ""]) for dv in dvs.added]
-        snapshot = _commit(
+        snapshot, merged = _commit(
             table,
             state,
             equality=equality,
@@ -175,6 +176,8 @@ def convert_once(
         deletion_vector_positions=sum(f.record_count for f in dvs.added),
         replaced_deletion_vectors=replaced_dvs,
         replaced_position_delete_files=len(replaced) - replaced_dvs,
+        rebased_commits=len(merged.snapshot_ids),
+        rebased_rows=merged.rows,
         added_bytes=sum(f.file_size_in_bytes for f in parquet) + sum(puffins.values()),
         data_files_scanned=len(targets),
         data_bytes_scanned=sum(state.data_by_path[p].file.file_size_in_bytes for p in targets),
@@ -255,7 +258,7 @@ def _commit(
     removed: list[DataFile],
     group_seq: Mapping[int, int],
     targets: list[str],
-) -> Snapshot:
+) -> tuple[Snapshot, Rebased]:
     rewrite = DeleteRewrite(table).validate_from_snapshot(state.snapshot.snapshot_id)
     for d in equality:
         rewrite.delete_file(d.file)
@@ -269,5 +272,14 @@ def _commit(
         for f, _ in added
         if f.is_deletion_vector
     )
+    rewrite.merge_concurrent_deletes()  # a writer's DV meanwhile: one DV holding both
     rewrite.snapshot_property(ICEFLOE_JOB, JOB)
-    return rewrite.commit().snapshot_by_id(rewrite.snapshot_id)
+    snapshot = rewrite.commit().snapshot_by_id(rewrite.snapshot_id)
+    if rewrite.merged.snapshot_ids:
+        LOG.info(
+            "merged %d positions that %d commits of other writers deleted meanwhile into the "
+            "new deletion vectors",
+            rewrite.merged.rows,
+            len(rewrite.merged.snapshot_ids),
+        )
+    return snapshot, rewrite.merged

@@ -147,6 +147,7 @@ _COUNTERS = (
     "merged_equality_delete_files",
     "added_equality_delete_files",
     "added_deletion_vectors",
+    "rebased_rows",
     "rewritten_groups",
 )
 
@@ -162,6 +163,7 @@ class _Progress:
     planned_groups: int = 0
     snapshot_id: int | None = None  # of the first plan
     empty_table: bool = False
+    merged_from: set[int] = field(default_factory=set)  # writers' commits merged into DVs
 
     def result(self) -> RewritePositionDeletesResult:
         """What the commits so far did (the attempts and conflicts are the loop's)."""
@@ -177,6 +179,7 @@ class _Progress:
             **{name: sum(getattr(c, name) for c in self.commits) for name in _COUNTERS},
             planned_groups=self.planned_groups,
             commits=[c.snapshot_id for c in self.commits if c.snapshot_id is not None],
+            rebased_commits=len(self.merged_from),
         )
 
 
@@ -244,7 +247,9 @@ def rewrite_once(
             dangling = chosen.dangling if n == 0 else []
             try:
                 progress.commits.append(
-                    _commit(table, state, batch, dangling=dangling, written=written)
+                    _commit(
+                        table, state, batch, dangling=dangling, written=written, progress=progress
+                    )
                 )
             except CommitConflictError as exc:
                 if not options.partial_progress_enabled:
@@ -264,6 +269,7 @@ def _commit(
     *,
     dangling: list[LiveDelete],
     written: dict[int, list[DataFile]],
+    progress: _Progress,
 ) -> RewritePositionDeletesResult:
     """One `replace` commit of `batch` (and the dangling files), validated from the
     planning snapshot; what it did."""
@@ -279,8 +285,18 @@ def _commit(
     rewrite.validate_no_new_position_deletes(  # a second DV for a data file: corrupt
         state.data_by_path[f.referenced_data_file or ""].file for f in added if f.is_deletion_vector
     )
+    rewrite.merge_concurrent_deletes()  # ... unless merged with ours
     rewrite.snapshot_property(ICEFLOE_JOB, JOB)
     metadata = rewrite.commit()
+    merged = rewrite.merged
+    progress.merged_from.update(merged.snapshot_ids)
+    if merged.snapshot_ids:
+        LOG.info(
+            "merged %d positions that %d commits of other writers deleted meanwhile into the "
+            "new deletion vectors",
+            merged.rows,
+            len(merged.snapshot_ids),
+        )
     snapshot = metadata.snapshot_by_id(rewrite.snapshot_id)
     positions = [d for g in batch if g.equality_ids is None for d in g.files]
     added_positions = [f for f in added if f.content == FileContent.POSITION_DELETES]
@@ -304,6 +320,8 @@ def _commit(
         merged_equality_delete_files=len(inputs) - len(positions),
         added_equality_delete_files=len(added) - len(added_positions),
         added_deletion_vectors=sum(f.is_deletion_vector for f in added),
+        rebased_commits=len(merged.snapshot_ids),
+        rebased_rows=merged.rows,
         rewritten_groups=len(batch),
     )
 

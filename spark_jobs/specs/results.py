@@ -126,6 +126,9 @@ class ConvertEqualityDeletesResult(JobResult):
     deletion_vector_positions: int = 0
     replaced_deletion_vectors: int = 0
     replaced_position_delete_files: int = 0
+    # DVs other writers added meanwhile for the same data files, merged into the new ones.
+    rebased_commits: int = 0
+    rebased_rows: int = 0
     data_files_scanned: int = 0
     data_bytes_scanned: int = 0
     added_bytes: int = 0
@@ -160,6 +163,9 @@ class RewritePositionDeletesResult(JobResult):
     merged_equality_delete_files: int = 0
     added_equality_delete_files: int = 0
     added_deletion_vectors: int = 0
+    # DVs other writers added meanwhile for the same data files, merged into the new ones.
+    rebased_commits: int = 0
+    rebased_rows: int = 0
     rewritten_groups: int = 0
     planned_groups: int = 0
     commits: list[int] = field(default_factory=list)

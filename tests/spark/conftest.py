@@ -21,3 +21,11 @@ def catalog(warehouse: Path) -> Iterator[SqlCatalog]:
     catalog = SqlCatalog("default", warehouse=warehouse)
     yield catalog
     catalog.close()
+
+
+@pytest.fixture
+def other(warehouse: Path, catalog: SqlCatalog) -> Iterator[SqlCatalog]:
+    """A second catalog on the same database: the concurrent writer's."""
+    second = SqlCatalog("default", warehouse=warehouse)
+    yield second
+    second.close()

@@ -75,7 +75,9 @@ def build(
     return rnd
 
 
-def create(catalog: SqlCatalog, partition_by: str | None, name: str = TABLE) -> Table:
+def create(
+    catalog: SqlCatalog, partition_by: str | None, name: str = TABLE, format_version: int = 2
+) -> Table:
     """The table the ingestion job creates for SOURCE (keyed by `id`)."""
     schema = Schema(
         (
@@ -91,7 +93,7 @@ def create(catalog: SqlCatalog, partition_by: str | None, name: str = TABLE) -> 
         partition_by=partition_by,
         sort_by=None,
         properties={},
-        format_version=2,
+        format_version=format_version,
     )
 
 

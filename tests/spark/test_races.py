@@ -22,23 +22,18 @@ as many).
 from __future__ import annotations
 
 import os
-import random
-import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import duckdb
-import pyarrow.parquet as pq
 import pytest
 from pyspark.sql import SparkSession
 
 from icecore.catalog import SqlCatalog
 from icecore.errors import CommitConflictError
 from icecore.spec.manifest import FileContent
-from icecore.table import Table
 from spark_jobs.convert_equality_deletes import run as convert_equality_deletes
 from spark_jobs.expire_snapshots import run as expire
 from spark_jobs.files.referenced import referenced_files
@@ -55,160 +50,19 @@ from spark_jobs.specs.jobs import (
 )
 from tests.spark.delete_tables import (
     TABLE,
-    batch,
     before_swap,
-    cdc,
-    commit_cdc,
-    create,
     live,
-    rows,
 )
-from tests.support.batches import Model
+from tests.spark.racing import (
+    ROUNDS,
+    RacedTable,
+    check,
+    check_rewrite,
+    race,
+    result_of,
+    snapshot_rows,
+)
 from tests.support.duckdb import duck_connection  # noqa: F401 - provides the `duck` fixture
-from tests.support.reader import scan_rows
-from tests.support.tables import LocalTable
-
-ROUNDS = int(os.environ.get("ICEFLOE_RACE_ROUNDS", "5"))
-SIZE = 16
-
-
-class RacedTable:
-    """The table under race: the CDC batches committed so far and what it must read."""
-
-    def __init__(self, catalog: SqlCatalog, partition_by: str | None, seed: int) -> None:
-        self.catalog = catalog
-        self.rnd = random.Random(seed)
-        self.model = Model()
-        self.batches = 0
-        self.at: dict[int, Counter[tuple[Any, ...]]] = {}  # snapshot id -> its rows
-        create(catalog, partition_by)
-
-    def commit(self, catalog: SqlCatalog | None = None) -> int:
-        """Commit the next CDC batch (through `catalog`, default the model's)."""
-        changes = batch(self.rnd, self.batches, SIZE, null_keys=False)
-        self.batches += 1
-        snapshot_id = commit_cdc((catalog or self.catalog).load_table(TABLE), changes)
-        self.model.apply("cdc", changes)
-        self.at[snapshot_id] = self.expected
-        return snapshot_id
-
-    def ingest(self, spark: SparkSession, catalog: SqlCatalog) -> int:
-        """Commit the next CDC batch with the ingestion job itself (Spark, in process)."""
-        changes = batch(self.rnd, self.batches, SIZE, null_keys=False)
-        self.batches += 1
-        snapshot_id = int(cdc(spark, catalog, changes).snapshot_id)
-        self.model.apply("cdc", changes)
-        self.at[snapshot_id] = self.expected
-        return snapshot_id
-
-    def delete_row(self, catalog: SqlCatalog) -> int:
-        """A merge-on-read DELETE of one live row, as another engine writes it: a position
-        delete on its data file. Values of `v` are unique, so the row has one position."""
-        table = catalog.load_table(TABLE)
-        victim = self.rnd.choice(sorted(self.model.rows, key=str))
-        for entry in live(table)[FileContent.DATA]:
-            path = entry.data_file.file_path
-            values = pq.read_table(path, columns=["v"]).column("v").to_pylist()
-            if victim[1] in values:
-                break
-        else:
-            raise AssertionError(f"row {victim} is in no live data file")
-        local = LocalTable(table.io, table.metadata)
-        deletes = local.write_position_deletes(
-            [(path, values.index(victim[1]))],
-            partition=entry.data_file.partition,
-            spec_id=entry.data_file.spec_id,
-        )
-        delta = table.new_row_delta().add_deletes(deletes)
-        delta.commit()
-        self.model.rows.remove(victim)
-        self.at[delta.snapshot_id] = self.expected
-        return delta.snapshot_id
-
-    @property
-    def expected(self) -> Counter[tuple[Any, ...]]:
-        return self.model.counter()
-
-
-@pytest.fixture
-def other(warehouse: Path, catalog: SqlCatalog) -> Iterator[SqlCatalog]:
-    """A second catalog on the same database: the concurrent writer's."""
-    second = SqlCatalog("default", warehouse=warehouse)
-    yield second
-    second.close()
-
-
-def race(
-    spark: SparkSession,
-    catalog: SqlCatalog,
-    job: Callable[[], dict[str, Any]],
-    racer: Callable[[], int],
-    *,
-    during_write: bool,
-) -> tuple[dict[str, Any] | BaseException, str]:
-    """Run `job` in a thread and `racer` (a commit) once the job has planned: while its
-    Spark work runs (`during_write`, when the job gets there before its commit) or right
-    before its first metadata swap. The job's first swap waits for the racer's commit.
-    Returns the job's result (or its exception) and where the racer committed."""
-    at_swap, raced = threading.Event(), threading.Event()
-    outcome: list[dict[str, Any] | BaseException] = []
-
-    def hold(swap: int) -> None:
-        if swap == 1:
-            at_swap.set()
-            assert raced.wait(300), "the racing commit never happened"
-
-    def run_job() -> None:
-        try:
-            outcome.append(job())
-        except BaseException as exc:
-            outcome.append(exc)
-        finally:
-            at_swap.set()  # a job that never commits must not leave the racer waiting
-
-    tracker = spark.sparkContext.statusTracker()
-    with before_swap(catalog, hold):
-        worker = threading.Thread(target=run_job, name="maintenance-job")
-        worker.start()
-        where = "swap"
-        while not at_swap.wait(0.02):
-            if during_write and tracker.getActiveStageIds():
-                where = "spark-write"
-                break
-        if outcome:
-            where = "after-job"
-        try:
-            racer()
-        finally:
-            raced.set()
-            worker.join()
-    return outcome[0], where
-
-
-def check(table: Table, model: RacedTable, duck: duckdb.DuckDBPyConnection) -> None:
-    """No row lost, none back, for every reader."""
-    assert rows(table, duck) == model.expected
-
-
-def snapshot_rows(table: Table, snapshot_id: int) -> Counter[tuple[Any, ...]]:
-    return Counter(
-        (r["id"], r["v"], r["ts"])
-        for r in scan_rows(table.io, table.metadata, snapshot_id=snapshot_id)
-    )
-
-
-def check_rewrite(table: Table, snapshot_ids: list[int]) -> None:
-    """Each of a rewrite's own commits reads what its parent read."""
-    for snapshot_id in snapshot_ids:
-        parent = table.metadata.snapshot_by_id(snapshot_id).parent_snapshot_id
-        assert parent is not None
-        assert snapshot_rows(table, snapshot_id) == snapshot_rows(table, parent), snapshot_id
-
-
-def result_of(outcome: dict[str, Any] | BaseException) -> dict[str, Any]:
-    if isinstance(outcome, BaseException):
-        raise outcome
-    return outcome
 
 
 def test_rewrite_position_deletes_races_cdc(

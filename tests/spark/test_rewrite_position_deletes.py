@@ -171,8 +171,9 @@ def test_equality_deletes_merge_only_within_a_sequence_number(
 def test_concurrent_rewrite_of_an_input_conflicts_then_replans(
     spark: SparkSession, catalog: SqlCatalog, warehouse: object
 ) -> None:
-    """Another job replaces one of the position delete files being merged right before the
-    job's commit: the commit fails naming that snapshot, and the job plans again."""
+    """Another job rewrites one of the position delete files being merged right before the
+    job's commit (a `replace`, not a writer's delete): the commit fails naming that
+    snapshot, and the job plans again."""
     create(catalog, None)
     rnd = random.Random(9)
     for b in range(3):

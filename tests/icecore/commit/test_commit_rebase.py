@@ -227,7 +227,7 @@ def test_a_dv_committed_meanwhile_merges_into_the_commits_own(
     conversion = DeleteRewrite(t.table)
     conversion.validate_from_snapshot(head_id(t.table))
     conversion.rewrite_files((), (), [legacy], [ours])
-    conversion.validate_no_new_position_deletes([t["b1"]]).merge_concurrent_dvs()
+    conversion.validate_no_new_position_deletes([t["b1"]]).merge_concurrent_deletes()
     (theirs,) = t.deletion_vectors("theirs", (t["b1"], [1]))  # id 11
     writer.new_row_delta().add_deletes(theirs).commit()
     s_writer = head_id(writer)
