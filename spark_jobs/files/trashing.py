@@ -61,12 +61,13 @@ class Removal:
     reconciled_runs: tuple[str, ...] = ()
     trash_files: int = 0
     trash_bytes: int = 0
+    logged: bool = False  # the run wrote a deletion log (under its id)
 
     def report(self) -> dict[str, Any]:
-        """The result counters both jobs share (`spark_jobs.specs.results.TrashCounters`)."""
+        """The result counters both jobs share (`spark_jobs.specs.results.TrashingResult`)."""
         return {
             "trash_retention": format_duration_ms(self.retention_ms),
-            "trash_run": self.run if self.trashed_files else None,
+            "trash_run": self.run if self.trashed_files or self.logged else None,
             "trashed_files_count": self.trashed_files,
             "trashed_bytes": self.trashed_bytes,
             "purged_runs": list(self.purged_runs),
@@ -149,6 +150,7 @@ def take_out(
         reconciled_runs=tuple(reconciled),
         trash_files=summary.files if summary else len(contents),
         trash_bytes=summary.bytes if summary else sum(f.size for f in contents),
+        logged=bool(log_lines),
     )
     _log(table.name, removal, deleted_at_once=retention_ms == 0 and bool(files))
     return removal
