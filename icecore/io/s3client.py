@@ -77,7 +77,8 @@ class S3Client:
             s3={"addressing_style": "path" if path_style else "virtual"},
             connect_timeout=seconds(p, S3_CONNECT_TIMEOUT) or 60,
             read_timeout=seconds(p, S3_REQUEST_TIMEOUT) or 60,
-            max_pool_connections=_CONCURRENT_BATCHES * 2,
+            # Moves copy one object per thread (`FileIO.move_many`, 16 by default).
+            max_pool_connections=32,
         )
         session = boto3.session.Session(
             aws_access_key_id=p.get(S3_ACCESS_KEY_ID),

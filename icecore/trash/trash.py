@@ -29,6 +29,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -384,26 +385,38 @@ class Trash:
     # Putting back ------------------------------------------------------------------------
 
     def restore(self, files: Sequence[TrashedFile], threads: int = 16) -> PutBack:
-        """Move `files` back to their original paths, never replacing a file there."""
-        already: list[str] = []
-        conflicts: dict[str, str] = {}
-        moves: list[tuple[str, str]] = []
-        for item in files:
-            if not self.io.exists(item.path):
-                moves.append((item.trash, item.path))
-            elif self.io.same_content(item.path, item.trash):
-                already.append(item.path)
-            else:
-                conflicts[item.path] = f"exists again with other content; kept in {item.trash}"
-        failed_moves = self.io.move_many(moves, threads)
-        dropped = self.io.delete_many([f.trash for f in files if f.path in already], threads)
-        by_trash = {f.trash: f.path for f in files}
-        failed = {by_trash[t]: why for t, why in failed_moves.items()}
+        """Move `files` back to their original paths, never replacing a file there. A path
+        with several copies in the trash (trashed again after a restore cut short) gets the
+        latest; the others go once they prove to hold the same bytes."""
+        copies: dict[str, list[TrashedFile]] = {}
+        for item in sorted(files, key=lambda f: (f.run, f.trash)):
+            copies.setdefault(item.path, []).append(item)
+        paths = list(copies)
+        with ThreadPoolExecutor(max_workers=max(1, min(threads, len(paths)))) as pool:
+            present = dict(zip(paths, pool.map(self.io.exists, paths), strict=True))
+        moves = [(copies[p][-1].trash, p) for p in paths if not present[p]]
+        origin = dict(moves)
+        failed = {origin[t]: why for t, why in self.io.move_many(moves, threads).items()}
+        restored = tuple(p for _, p in moves if p not in failed)
+        # Every other copy: the bytes now in place (restored, or there before) or a conflict.
+        others = [
+            c for p in paths if p not in failed for c in copies[p][: -1 if not present[p] else None]
+        ]
+        with ThreadPoolExecutor(max_workers=max(1, min(threads, len(others) or 1))) as pool:
+            same = list(pool.map(lambda c: self.io.same_content(c.path, c.trash), others))
+        duplicates = [c for c, equal in zip(others, same, strict=True) if equal]
+        conflicts = {
+            c.path: f"exists again with other content; kept in {c.trash}"
+            for c, equal in zip(others, same, strict=True)
+            if not equal
+        }
+        dropped = self.io.delete_many([c.trash for c in duplicates], threads)
+        by_trash = {c.trash: c.path for c in duplicates}
         failed.update(
-            {by_trash[t]: f"back, but its trash copy stays: {why}" for t, why in dropped.items()}
+            {by_trash[t]: f"back, but a trash copy stays: {why}" for t, why in dropped.items()}
         )
-        restored = tuple(path for trash, path in moves if trash not in failed_moves)
-        return PutBack(restored, tuple(already), conflicts, failed)
+        already = tuple(dict.fromkeys(c.path for c in duplicates if present[c.path]))
+        return PutBack(restored, already, conflicts, failed)
 
 
 def purged_files(purge: Purge) -> list[PurgedFile]:
