@@ -153,6 +153,7 @@ class PutBack:
     """What a restore of trashed files did."""
 
     restored: tuple[str, ...] = ()  # moved back to their original paths
+    came_from: Mapping[str, str] = field(default_factory=dict)  # restored path -> trash copy
     already: tuple[str, ...] = ()  # were back already (the same bytes): trash copy dropped
     conflicts: Mapping[str, str] = field(default_factory=dict)  # path exists with other bytes
     failed: Mapping[str, str] = field(default_factory=dict)
@@ -416,7 +417,15 @@ class Trash:
             {by_trash[t]: f"back, but a trash copy stays: {why}" for t, why in dropped.items()}
         )
         already = tuple(dict.fromkeys(c.path for c in duplicates if present[c.path]))
-        return PutBack(restored, already, conflicts, failed)
+        came_from = {path: trash for trash, path in moves if path in restored}
+        return PutBack(restored, came_from, already, conflicts, failed)
+
+    def undo(self, back: PutBack, threads: int = 16) -> dict[str, str]:
+        """Move what `back` restored into the trash again (a restore whose commit failed);
+        path -> why for those that stay in place."""
+        return self.io.move_many(
+            [(path, back.came_from[path]) for path in back.restored], threads, fresh_targets=True
+        )
 
 
 def purged_files(purge: Purge) -> list[PurgedFile]:

@@ -244,7 +244,7 @@ def restore(run: Invocation) -> int:
 
 
 def _restore_snapshot(table: Table, bin_: Trash, snapshot_id: int) -> dict[str, Any]:
-    from icecore.errors import CommitConflictError, ValidationError  # noqa: PLC0415
+    from icecore.errors import CommitStateUnknownError, IcecoreError  # noqa: PLC0415
     from icecore.trash.snapshots import SnapshotNotInTrash, plan_snapshot_restore  # noqa: PLC0415
     from icecore.updates.restore import RestoreSnapshot, restored_tag  # noqa: PLC0415
 
@@ -274,8 +274,21 @@ def _restore_snapshot(table: Table, bin_: Trash, snapshot_id: int) -> dict[str, 
     )
     try:
         update.commit()
-    except (ValidationError, CommitConflictError) as exc:
-        raise Refused(f"snapshot {snapshot_id}: {exc}", EXIT_FAILED) from None
+    except CommitStateUnknownError as exc:
+        raise Refused(
+            f"snapshot {snapshot_id}: {exc}; run the restore again: it finishes, or says it "
+            "is done",
+            EXIT_FAILED,
+        ) from None
+    except IcecoreError as exc:  # refused: the files go back where they were found
+        left = bin_.undo(back)
+        bin_.write_summary(_now_ms())
+        where = (
+            f"{len(left)} of its files stay in place" if left else "its files are back in the trash"
+        )
+        raise Refused(
+            f"snapshot {snapshot_id} was not restored: {exc}; {where}", EXIT_FAILED
+        ) from None
     bin_.write_summary(_now_ms())
     message = (
         f"restored snapshot {snapshot_id} of {table.name} as tag {tag}: "

@@ -1,0 +1,112 @@
+"""`icefloe trash` and `icefloe restore`, in process (`cli.main`), on a table whose snapshots the
+expire_snapshots job (without Spark: a few files are moved by the driver) took into its trash:
+the listing, a restore that cannot be whole changing nothing, a restore refused by the commit
+putting its files back into the trash, and `--purge` with its deletion log. The end-to-end
+path with another engine's table and readers is tests/spark/test_trash_restore.py."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from icefloe_airflow.command.cli import main
+
+from icecore.catalog import SqlCatalog
+from icecore.table import Table
+from icecore.trash import PurgeRecord, Trash
+from spark_jobs.expire_snapshots import run as expire
+from spark_jobs.specs.jobs import ExpireSnapshotsOptions
+from tests.support.catalogs import append_rows
+from tests.support.committing import SCHEMA
+
+NAME = "db.t"
+
+
+@pytest.fixture
+def expired(tmp_path: Path) -> tuple[SqlCatalog, Table, list[int]]:
+    """A table of three appends, each replacing the last; the first two expired."""
+    catalog = SqlCatalog("default", warehouse=tmp_path / "wh")
+    catalog.create_namespace("db")
+    table = catalog.create_table(NAME, SCHEMA)
+    for i in range(3):
+        append_rows(table, [{"id": i, "cat": "a", "v": i}], replace_all=True)
+    snapshots = [s.snapshot_id for s in table.metadata.snapshots]
+    result = expire(
+        None, catalog, ExpireSnapshotsOptions(NAME, snapshot_ids=snapshots[:2], force=True)
+    )
+    assert sorted(result.expired_snapshot_ids) == sorted(snapshots[:2])
+    assert result.trashed_files_count == result.trash_files_count == 6  # a file, a manifest, a list
+    yield catalog, catalog.load_table(NAME), snapshots
+    catalog.close()
+
+
+def icefloe(
+    catalog: SqlCatalog, capsys: pytest.CaptureFixture[str], *argv: str
+) -> tuple[int, str, str]:
+    code = main([*argv, "--catalog-uri", catalog.uri])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_the_trash_lists_what_expiry_took(
+    expired: tuple[SqlCatalog, Table, list[int]], capsys: pytest.CaptureFixture[str]
+) -> None:
+    catalog, table, _ = expired
+    code, out, _ = icefloe(catalog, capsys, "trash", NAME)
+    lines = out.splitlines()
+    assert code == 0 and lines[0].startswith(
+        f"# trash of {NAME}: {table.metadata.location}/.icefloe-trash/"
+    )
+    assert lines[0].endswith("(kept 3d)")
+    assert lines[1].split() == ["REMOVED", "BY", "PURGE", "DUE", "SIZE", "PATH"]
+    assert (
+        len(lines) == 2 + 6 + 1 and lines[-1].startswith("6 files, ") and " in 1 runs;" in lines[-1]
+    )
+    records = [
+        json.loads(line)
+        for line in icefloe(catalog, capsys, "trash", NAME, "--json")[1].splitlines()
+    ]
+    assert {r["kind"] for r in records} == {"data", "manifest", "manifest-list"}
+    assert all(r["job"] == "expire_snapshots" and r["table"] == NAME for r in records)
+    assert all(Path(r["trash"]).stat().st_size == r["size"] for r in records)
+
+
+def test_a_restore_that_cannot_be_whole_or_is_refused_changes_nothing(
+    expired: tuple[SqlCatalog, Table, list[int]], capsys: pytest.CaptureFixture[str]
+) -> None:
+    catalog, table, snapshots = expired
+    trash = Trash.of(table)
+    before = trash.contents()
+    code, _, err = icefloe(catalog, capsys, "restore", NAME, "--snapshot", "42")
+    assert (code, err.strip()) == (
+        1,
+        f"icefloe: snapshot 42 of {NAME} is not in its trash: not expired by icefloe, or purged "
+        "after icefloe.trash.retention",
+    )
+    # A tag of that name exists already: the commit refuses, the files go back to the trash.
+    table.manage_snapshots().create_tag(f"restored-{snapshots[0]}", snapshots[2]).commit()
+    code, _, err = icefloe(catalog, capsys, "restore", NAME, "--snapshot", str(snapshots[0]))
+    assert code == 1 and "was not restored" in err and "its files are back in the trash" in err
+    assert trash.contents() == before
+    assert catalog.load_table(NAME).metadata.snapshots == table.refresh().metadata.snapshots
+    code, _, err = icefloe(catalog, capsys, "restore", NAME, "--snapshot", "1", "--since", "2d")
+    assert (code, err.strip()) == (2, "icefloe restore: --run and --since go with --orphans")
+
+
+def test_purge_empties_what_is_past_the_window_and_logs_it(
+    expired: tuple[SqlCatalog, Table, list[int]], capsys: pytest.CaptureFixture[str]
+) -> None:
+    catalog, table, _ = expired
+    trash = Trash.of(table)
+    held = {f.path for f in trash.contents()}
+    code, out, _ = icefloe(catalog, capsys, "trash", NAME, "--purge")
+    assert code == 0 and out.startswith("# purged 0 files (0 B) of 0 runs past the 3d window")
+    table.update_properties().set("icefloe.trash.retention", "0s").commit()
+    code, out, _ = icefloe(catalog, capsys, "trash", NAME, "--purge")
+    assert code == 0 and out.startswith("# purged 6 files")
+    assert out.splitlines()[-1] == "the trash is empty"
+    assert not any(Path(p).exists() for p in held)
+    [log] = Path(trash.layout.purged).glob("*.jsonl")
+    record = PurgeRecord.from_bytes(log.read_bytes(), str(log))
+    assert record.job == "icefloe trash" and {f.path for f in record.files} == held
