@@ -112,6 +112,11 @@ def run(
             "be shared with other tables)"
         )
     retention = retention_of(table)
+    if not table.metadata.table_uuid:  # its trash is keyed by it
+        raise JobError(
+            f"{table.name} has no table-uuid (v1 metadata): it has no trash to take orphans to; "
+            "any commit gives it one (icecore writes v1 tables as v2)"
+        )
     table_location = table.metadata.location
     location = (options.location or table_location).rstrip("/") or "/"
     if not matcher.agree(split_location(location), split_location(table_location)):

@@ -16,14 +16,10 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
-import time
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
 from pyspark.sql import SparkSession
 
 from icecore.catalog import SqlCatalog
@@ -32,6 +28,7 @@ from spark_jobs.remove_orphan_files import run as remove_orphan_files
 from spark_jobs.specs.argv import CATALOG_PROPERTIES_ENV
 from spark_jobs.specs.jobs import RemoveOrphanFilesOptions
 from tests.support.committing import SCHEMA
+from tests.support.killing import kill_once_written
 from tests.support.objectstores import ObjectStore
 from tests.support.throttle_proxy import Request, ThrottleProxy
 
@@ -42,24 +39,13 @@ HELD_COPY = 40
 NO_CUTOFF = ["--older-than", "2100-01-01T00:00:00", "--force"]
 
 
-@pytest.fixture
-def proxy(
-    s3_proxy: tuple[ObjectStore, ThrottleProxy],
-) -> Iterator[tuple[ObjectStore, ThrottleProxy]]:
-    s3_proxy[1].reset()
-    try:
-        yield s3_proxy
-    finally:
-        s3_proxy[1].reset()
-
-
 def test_a_job_killed_while_moving_leaves_every_file_somewhere(
     spark: SparkSession,
     s3_store: ObjectStore,
-    proxy: tuple[ObjectStore, ThrottleProxy],
+    held_s3_proxy: tuple[ObjectStore, ThrottleProxy],
     tmp_path: Path,
 ) -> None:
-    proxied, throttle = proxy
+    proxied, throttle = held_s3_proxy
     root = s3_store.new_bucket()
     uri = f"sqlite:///{tmp_path}/catalog.db"
     catalog = SqlCatalog("default", uri=uri, warehouse=f"{root}/wh", properties=s3_store.properties)
@@ -106,15 +92,7 @@ def test_a_job_killed_while_moving_leaves_every_file_somewhere(
             stderr=subprocess.PIPE,
             start_new_session=True,
         )
-        deadline = time.monotonic() + 120
-        while not throttle.held.wait(timeout=0.2):
-            if job.poll() is not None:
-                _, err = job.communicate()
-                pytest.fail(f"the job ended before its {HELD_COPY}th copy: {err.decode()[-3000:]}")
-            assert time.monotonic() < deadline, "the job copied nothing in 120 s"
-        os.killpg(job.pid, signal.SIGKILL)
-        job.communicate(timeout=60)
-        assert job.returncode == -signal.SIGKILL
+        kill_once_written(job, throttle.held.is_set, f"its {HELD_COPY}th copy", timeout=120)
         throttle.release()
 
         trash = Trash.of(catalog.load_table(TABLE))
