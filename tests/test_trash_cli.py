@@ -13,12 +13,13 @@ import pytest
 from icefloe_airflow.command.cli import main
 
 from icecore.catalog import SqlCatalog
+from icecore.spec.metadata_builder import PARTITION_STATISTICS, MetadataBuilder
 from icecore.table import Table
 from icecore.trash import PurgeRecord, Trash
 from spark_jobs.expire_snapshots import run as expire
 from spark_jobs.specs.jobs import ExpireSnapshotsOptions
 from tests.support.catalogs import append_rows
-from tests.support.committing import SCHEMA
+from tests.support.committing import SCHEMA, rows
 
 NAME = "db.t"
 
@@ -110,3 +111,50 @@ def test_purge_empties_what_is_past_the_window_and_logs_it(
     [log] = Path(trash.layout.purged).glob("*.jsonl")
     record = PurgeRecord.from_bytes(log.read_bytes(), str(log))
     assert record.job == "icefloe trash" and {f.path for f in record.files} == held
+
+
+def test_a_restored_snapshot_brings_its_statistics_back(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    catalog = SqlCatalog("default", warehouse=tmp_path / "wh")
+    catalog.create_namespace("db")
+    table = catalog.create_table(NAME, SCHEMA)
+    append_rows(table, [{"id": 1, "cat": "a", "v": 1}])
+    first = table.metadata.current_snapshot()
+    assert first is not None
+    expected = rows(table)
+    location = table.metadata.location
+    puffin, parquet = f"{location}/metadata/s1.stats", f"{location}/metadata/s1.partition-stats"
+    table.io.write_bytes(puffin, b"PFA1 blobs PFA1")
+    table.io.write_bytes(parquet, b"PAR1 stats PAR1")
+    statistics = {
+        "snapshot-id": first.snapshot_id,
+        "statistics-path": puffin,
+        "file-size-in-bytes": 15,
+        "file-footer-size-in-bytes": 4,
+        "blob-metadata": [],
+    }
+    partition = {
+        "snapshot-id": first.snapshot_id,
+        "statistics-path": parquet,
+        "file-size-in-bytes": 15,
+    }
+    base = table.metadata
+    builder = MetadataBuilder(base).set_statistics(statistics)
+    table.commit_metadata(base, builder.set_statistics(partition, PARTITION_STATISTICS).build())
+    append_rows(table.refresh(), [{"id": 2, "cat": "a", "v": 2}], replace_all=True)
+
+    options = ExpireSnapshotsOptions(NAME, snapshot_ids=[first.snapshot_id], force=True)
+    result = expire(None, catalog, options)
+    assert result.deleted_statistics_files_count == 2
+    assert not table.io.exists(puffin) and not table.io.exists(parquet)
+    code, _, err = icefloe(catalog, capsys, "restore", NAME, "--snapshot", str(first.snapshot_id))
+    assert code == 0, err
+    restored = catalog.load_table(NAME)
+    assert restored.metadata.extra["statistics"] == [statistics]
+    assert restored.metadata.extra["partition-statistics"] == [partition]
+    assert table.io.read_bytes(puffin) == b"PFA1 blobs PFA1"
+    assert table.io.read_bytes(parquet) == b"PAR1 stats PAR1"
+    assert rows(restored, snapshot_id=first.snapshot_id) == expected
+    assert Trash.of(restored).contents() == []  # everything it had is back
+    catalog.close()
