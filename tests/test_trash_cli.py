@@ -1,7 +1,8 @@
 """`icefloe trash` and `icefloe restore`, in process (`cli.main`), on a table whose snapshots the
 expire_snapshots job (without Spark: a few files are moved by the driver) took into its trash:
 the listing, a restore that cannot be whole changing nothing, a restore refused by the commit
-putting its files back into the trash, and `--purge` with its deletion log. The end-to-end
+putting its files back into the trash, a snapshot's statistics coming back with it, orphans
+by run and by instant, and `--purge` with its deletion log. The end-to-end
 path with another engine's table and readers is tests/spark/test_trash_restore.py."""
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ from icecore.spec.metadata_builder import PARTITION_STATISTICS, MetadataBuilder
 from icecore.table import Table
 from icecore.trash import PurgeRecord, Trash
 from spark_jobs.expire_snapshots import run as expire
-from spark_jobs.specs.jobs import ExpireSnapshotsOptions
+from spark_jobs.remove_orphan_files import run as remove_orphan_files
+from spark_jobs.specs.jobs import ExpireSnapshotsOptions, RemoveOrphanFilesOptions
 from tests.support.catalogs import append_rows
 from tests.support.committing import SCHEMA, rows
 
@@ -158,3 +160,26 @@ def test_a_restored_snapshot_brings_its_statistics_back(
     assert rows(restored, snapshot_id=first.snapshot_id) == expected
     assert Trash.of(restored).contents() == []  # everything it had is back
     catalog.close()
+
+
+def test_orphans_come_back_by_run_or_since_an_instant(
+    expired: tuple[SqlCatalog, Table, list[int]], capsys: pytest.CaptureFixture[str]
+) -> None:
+    catalog, table, _ = expired
+    stray = Path(table.metadata.location, "data", "stray.bin")
+    stray.write_bytes(b"a writer's leftovers")
+    options = RemoveOrphanFilesOptions(NAME, older_than="2100-01-01T00:00:00", force=True)
+    removed = remove_orphan_files(None, catalog, options)
+    assert removed.orphan_files_count == 1 and not stray.exists()
+
+    code, _, err = icefloe(catalog, capsys, "restore", NAME, "--orphans", "--run", "nope")
+    assert (code, err.strip()) == (1, f"icefloe: no orphans of run nope in the trash of {NAME}")
+    code, out, _ = icefloe(catalog, capsys, "restore", NAME, "--orphans", "--since", "2100-01-01")
+    assert (code, out.strip()) == (0, f"restored 0 of 0 orphans of {NAME} to their paths")
+    assert not stray.exists()
+    run = str(removed.trash_run)
+    code, out, _ = icefloe(catalog, capsys, "restore", NAME, "--orphans", "--run", run, "--json")
+    assert code == 0 and json.loads(out)["restored_files"] == [str(stray)]
+    assert stray.read_bytes() == b"a writer's leftovers"
+    # Expiry's files are not orphans: only `--snapshot` brings them back.
+    assert len(Trash.of(table).contents()) == 6
