@@ -9,7 +9,6 @@ that become visible only when complete, and errors that name the file but never 
 from __future__ import annotations
 
 import contextlib
-import errno
 import os
 import threading
 import uuid
@@ -22,7 +21,7 @@ import pyarrow as pa
 from pyarrow import fs as pafs
 
 from icecore.errors import FileError
-from icecore.io import filesystems, s3client
+from icecore.io import filesystems, local, s3client
 from icecore.io.locations import Location, Store, parse, split_location
 from icecore.io.output import OutputFile
 from icecore.io.properties import Redactor
@@ -272,9 +271,7 @@ class FileIO:
         """Move one file to `target`, byte for byte; never replaces a file at `target`.
 
         The cheapest safe way the store has (the trash's cost, `icecore.trash`):
-        - local disks: a hard link, then the old name unlinked (no-replace and atomic; a
-          kill in between leaves both names of one file), or across devices a copy made
-          visible by a rename, then the source deleted;
+        - local disks: a hard link, then the old name unlinked (`icecore.io.local`);
         - HDFS and ADLS Gen2 with a hierarchical namespace: the store's own rename;
         - S3, GCS, Azure without a hierarchical namespace: a server-side copy (no byte goes
           through this process; S3 `CopyObject`, multipart above 5 GB; GCS rewrite; Azure
@@ -370,7 +367,12 @@ class FileIO:
             return False
         if not fresh_target and self._info(dst).type != pafs.FileType.NotFound:
             raise FileError(target, "already exists; refusing to replace it")
-        same_store = store is dst.location.store
+        # One service copies server-side: any two buckets of S3 or GCS, one Azure account or
+        # HDFS name node.
+        same_store = store is dst.location.store and (
+            store in (Store.S3, Store.GCS)
+            or src.location.filesystem_key == dst.location.filesystem_key
+        )
         if same_store and store is Store.S3 and s3client.available():
             self._s3_copy(src, dst)
             return True
@@ -400,24 +402,12 @@ class FileIO:
         return True
 
     def _move_local(self, src: _Resolved, dst: _Resolved) -> None:
-        source, target = src.path, dst.path
         try:
-            os.makedirs(os.path.dirname(target) or ".", exist_ok=True)
-            try:
-                os.link(source, target)
-            except OSError as exc:
-                if exc.errno == errno.EEXIST:
-                    raise FileError(
-                        dst.location.location, "already exists; refusing to replace it"
-                    ) from None
-                if exc.errno == errno.ENOENT:
-                    raise FileError(src.location.location, "file not found") from None
-                if exc.errno != errno.EXDEV:
-                    raise
-                self._copy_streamed(src, dst)
-            os.unlink(source)
-        except FileError:
-            raise
+            local.move(src.path, dst.path, lambda: self._copy_streamed(src, dst))
+        except FileExistsError:
+            raise FileError(
+                dst.location.location, "already exists; refusing to replace it"
+            ) from None
         except FileNotFoundError:
             raise FileError(src.location.location, "file not found") from None
         except OSError as exc:
@@ -464,9 +454,7 @@ class FileIO:
         resolved = self._resolve(location)
         store = resolved.location.store
         if store is Store.LOCAL:
-            for directory, _, _ in sorted(os.walk(resolved.path), reverse=True):
-                with contextlib.suppress(OSError):  # not empty, or gone
-                    os.rmdir(directory)
+            local.remove_empty_directories(resolved.path)
         elif store is Store.HDFS:
             selector = pafs.FileSelector(resolved.path, recursive=True, allow_not_found=True)
             infos = self._call(
