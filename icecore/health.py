@@ -31,6 +31,11 @@ to no effect, and only a rewrite removes them. A delete file is dangling when:
 - equality delete: no live data file of the same spec and partition (any partition, when the
   delete's spec is unpartitioned) has a data sequence number < the delete's.
 
+The trash (`icecore.trash`): what expiry and orphan removal took out of the table and keep for
+`icefloe.trash.retention`, per run, from the summary the last of them left (one small read,
+no listing), with the retention the table sets; `trash.past_window` says which runs the next
+run purges.
+
 Deletion vectors (format v3) are counted apart from position delete files: one per data file
 (`files` is the number of DVs, `bytes` their blobs' lengths, not the size of the Puffin file
 they share, `records` the positions they delete). A DV dangles, like a position delete naming
@@ -58,8 +63,9 @@ from icecore.spec.delete_targets import path_bounds, referenced_data_file, withi
 from icecore.spec.manifest import DataFile, FileContent, ManifestEntry, read_manifest
 from icecore.spec.manifest_list import ManifestContent, ManifestFile
 from icecore.spec.metadata import TableMetadata
-from icecore.spec.properties import WRITE_TARGET_FILE_SIZE_BYTES
+from icecore.spec.properties import TRASH_RETENTION, WRITE_TARGET_FILE_SIZE_BYTES
 from icecore.spec.snapshots import Snapshot
+from icecore.trash import TrashLayout, TrashSummary, read_summary
 
 _MIB = 1024 * 1024
 # Upper bounds of the data-file size histogram (the last bucket holds everything larger): the
@@ -213,6 +219,9 @@ class HealthReport:
     format_version: int = 2  # v3: position delete files are legacy (DVs replace them)
     # Live data files per size bucket: `SIZE_BUCKETS`, then the files above the last bound.
     size_histogram: list[int] = field(default_factory=lambda: [0] * (len(SIZE_BUCKETS) + 1))
+    # The trash as its last writer left it (None: none yet), and `icefloe.trash.retention`.
+    trash: TrashSummary | None = None
+    trash_retention_ms: int = TRASH_RETENTION.default
 
     @property
     def oldest_snapshot_age_ms(self) -> int | None:
@@ -257,6 +266,8 @@ class HealthReport:
             "totals": self.totals.to_dict(),
             "partitions": [p.to_dict() for p in self.partitions],
             "size_histogram": self.size_histogram_bounds(),
+            "trash": None if self.trash is None else self.trash.to_json(),
+            "trash_retention_ms": self.trash_retention_ms,
         }
 
     @classmethod
@@ -282,6 +293,8 @@ class HealthReport:
             partitions=[PartitionHealth.from_dict(p) for p in values["partitions"]],
             format_version=values["format_version"],
             size_histogram=histogram or [0] * (len(SIZE_BUCKETS) + 1),
+            trash=TrashSummary.from_json(values["trash"]) if values.get("trash") else None,
+            trash_retention_ms=values.get("trash_retention_ms", TRASH_RETENTION.default),
         )
 
     def size_histogram_bounds(self) -> list[list[int | None]]:
@@ -364,6 +377,8 @@ def table_health(
         partitions=partitions,
         format_version=metadata.format_version,
         size_histogram=accumulator.size_histogram,
+        trash=read_summary(io, TrashLayout.of(metadata)) if metadata.table_uuid else None,
+        trash_retention_ms=TRASH_RETENTION.read(metadata.properties),
     )
 
 

@@ -18,9 +18,13 @@ and reported in `kept_files_of_other_tables` (the catalog is listed once, before
 `gc.enabled=false` is refused, as in Iceberg.
 
 Which snapshots go, and which files that leaves unreachable, is icecore's
-(`icecore.updates.expire`): the commit changes metadata only; the files are deleted after it,
-so a job killed while deleting leaves a readable table and orphans for
-`remove_orphan_files`. Old metadata files are deleted by the commit itself when the table sets
+(`icecore.updates.expire`): the commit changes metadata only; the files go after it, into the
+table's trash (`spark_jobs.files.trashing`, `icecore.trash`), whose record keeps each expired
+snapshot as the metadata held it (with its statistics entries), so `icefloe restore --snapshot`
+can put it back until `icefloe.trash.retention` (3d) has passed; with `0s` they are deleted
+at once. Every run also purges what is past the window, expiring anything or not. A job
+killed while moving leaves a readable table, and each file in place, in the trash, or both.
+Old metadata files are deleted by the commit itself when the table sets
 `write.metadata.delete-after-commit.enabled` (those fallen off `write.metadata.previous-
 versions-max`), and counted here.
 
@@ -30,7 +34,9 @@ Result counters as Iceberg's procedure names them (`deleted_data_files_count`,
 `deleted_statistics_files_count`), plus `deleted_metadata_files_count`,
 `expired_snapshots_count`, `expired_snapshot_ids`, `removed_refs`, `failed_deletes_count`
 (and up to 20 `failed_deletes` with their cause) and `dry_run`. In a dry run the
-`deleted_*` counters are 0 and `unreachable_*_count` say what a real run would delete.
+`deleted_*` counters are 0 and `unreachable_*_count` say what a real run would delete. A
+file is "deleted" once it has left the table's storage, into the trash or for good; the trash
+counters (`trashed_files_count`, `purged_files_count`, ...: `Removal.report`) say which.
 """
 
 from __future__ import annotations
@@ -43,14 +49,16 @@ from icecore.catalog import Catalog
 from icecore.catalog.directories import TableDirectories, catalog_directories
 from icecore.io import FileIO
 from icecore.spec.metadata import TableMetadata
+from icecore.spec.metadata_builder import PARTITION_STATISTICS, STATISTICS
 from icecore.spec.metadata_builder import now_ms as current_time_ms
 from icecore.spec.properties import METADATA_DELETE_AFTER_COMMIT_ENABLED
 from icecore.table import Table
+from icecore.trash import records as trashed
 from icecore.updates import ExpirationResult, ExpireSnapshots, UnreachableFiles
 from spark_jobs.common.errors import JobError
 from spark_jobs.common.session import SessionSource
-from spark_jobs.files.deletion import delete_files
 from spark_jobs.files.other_tables import OtherTables, ownership
+from spark_jobs.files.trashing import Removal, retention_of, take_out
 from spark_jobs.specs.grammar import format_duration_ms, format_ms, parse_instant_ms
 from spark_jobs.specs.jobs import ExpireSnapshotsOptions
 from spark_jobs.specs.results import ExpireSnapshotsResult
@@ -58,16 +66,14 @@ from spark_jobs.specs.results import ExpireSnapshotsResult
 LOG = logging.getLogger("icefloe.expire_snapshots")
 _MAX_REPORTED_FAILURES = 20
 
-# Result key -> UnreachableFiles attribute, in deletion order: content files, then the
-# manifests that listed them, then the manifest lists, so that a deletion cut short leaves
-# the most specific files for orphan cleanup.
+# Result key -> UnreachableFiles attribute -> what the trash's record calls the file.
 KINDS = (
-    ("data_files", "data_files"),
-    ("position_delete_files", "position_delete_files"),
-    ("equality_delete_files", "equality_delete_files"),
-    ("manifest_files", "manifests"),
-    ("manifest_lists", "manifest_lists"),
-    ("statistics_files", "statistics_files"),
+    ("data_files", "data_files", trashed.DATA),
+    ("position_delete_files", "position_delete_files", trashed.POSITION_DELETES),
+    ("equality_delete_files", "equality_delete_files", trashed.EQUALITY_DELETES),
+    ("manifest_files", "manifests", trashed.MANIFEST),
+    ("manifest_lists", "manifest_lists", trashed.MANIFEST_LIST),
+    ("statistics_files", "statistics_files", trashed.STATISTICS),
 )
 
 
@@ -118,6 +124,7 @@ def run(
                 f"{format_ms(floor_ms)}); pass --force to go below it"
             )
     table = catalog.load_table(options.table)
+    retention = retention_of(table)
     expiry = table.expire_snapshots(now_ms=now)
     if older_than is not None:
         expiry.expire_older_than(older_than)
@@ -134,7 +141,7 @@ def run(
         len(before.snapshots),
         len(plan.removed_refs),
         table.name,
-        sum(len(getattr(plan.files, attr)) for _, attr in KINDS),
+        sum(len(getattr(plan.files, attr)) for _, attr, _ in KINDS),
     )
     _check_floor(table.name, before, plan, floor_ms)
     # Listed before the commit: a catalog that cannot be listed leaves the table untouched.
@@ -143,28 +150,75 @@ def run(
         catalog_directories(catalog),
         protected=options.protected_locations,
     )
-    if options.dry_run or (not plan.expired_snapshot_ids and not plan.removed_refs):
+    if options.dry_run:
         return _result(options, plan, None, 0, _foreign(owners, plan.files))
+    if not plan.expired_snapshot_ids and not plan.removed_refs:
+        # Nothing to expire; what the trash kept past its window still goes.
+        removal = _take_out(spark, table, options, [], retention=retention, now=now)
+        return _result(options, plan, removal, 0, _foreign(owners, plan.files))
     result = _exactly(table, plan, now).commit()
     # The commit may have been retried on a newer base: check what it actually removed.
     _check_committed(table.name, before, plan, result)
     foreign = _foreign(owners, result.files)
-    outcome = delete_files(
-        spark,
-        table.io,
-        [p for _, attr in KINDS for p in getattr(result.files, attr) if p not in foreign],
-        executor_threshold=options.executor_delete_threshold,
-        threads=options.max_concurrent_deletes,
-    )
+    files = [
+        (p, kind, None)
+        for _, attr, kind in KINDS
+        for p in sorted(getattr(result.files, attr))
+        if p not in foreign
+    ]
+    expired = _expired(before, result)
+    removal = _take_out(spark, table, options, files, retention=retention, now=now, expired=expired)
     metadata_deleted = _old_metadata_deleted(table.io, before, result.metadata)
     LOG.info(
-        "expired %d snapshots; deleted %d files (%d could not be), kept %d of other tables",
+        "expired %d snapshots; took %d files out of the table (%d could not be), kept %d of "
+        "other tables",
         len(result.expired_snapshot_ids),
-        len(outcome.deleted),
-        len(outcome.failed),
+        len(removal.removed),
+        len(removal.failed),
         len(foreign),
     )
-    return _result(options, result, outcome, metadata_deleted, foreign)
+    return _result(options, result, removal, metadata_deleted, foreign)
+
+
+def _take_out(
+    spark: SessionSource | None,
+    table: Table,
+    options: ExpireSnapshotsOptions,
+    files: list[tuple[str, str, int | None]],
+    *,
+    retention: int,
+    now: int,
+    expired: dict[str, list[dict[str, Any]]] | None = None,
+) -> Removal:
+    return take_out(
+        spark,
+        table,
+        "expire_snapshots",
+        files,
+        retention_ms=retention,
+        now_ms=now,
+        executor_threshold=options.executor_delete_threshold,
+        threads=options.max_concurrent_deletes,
+        expired=expired,
+    )
+
+
+def _expired(before: TableMetadata, result: ExpirationResult) -> dict[str, list[dict[str, Any]]]:
+    """What the trash's record keeps for a restore: each expired snapshot as the metadata
+    held it, and its statistics and partition-statistics entries, which the expiry drops."""
+    gone = result.expired_snapshot_ids
+
+    def of(key: str) -> list[dict[str, Any]]:
+        entries = before.extra.get(key)
+        if not isinstance(entries, list):
+            return []
+        return [e for e in entries if isinstance(e, dict) and e.get("snapshot-id") in gone]
+
+    return {
+        "snapshots": [s.to_json() for s in before.snapshots if s.snapshot_id in gone],
+        "statistics": of(STATISTICS),
+        "partition_statistics": of(PARTITION_STATISTICS),
+    }
 
 
 def _foreign(owners: OtherTables, files: UnreachableFiles) -> dict[str, str]:
@@ -172,7 +226,7 @@ def _foreign(owners: OtherTables, files: UnreachableFiles) -> dict[str, str]:
     referenced them, but so may that table (files shared by a table registered from another
     engine's metadata, or added from another table's directory)."""
     found = {}
-    for _, attr in KINDS:
+    for _, attr, _ in KINDS:
         for path in getattr(files, attr):
             owner = owners.owner_elsewhere(path)
             if owner is not None:
@@ -208,18 +262,18 @@ def _check_committed(
 def _result(
     options: ExpireSnapshotsOptions,
     result: ExpirationResult,
-    outcome: Any,
+    removal: Removal | None,
     metadata_deleted: int,
     foreign: Mapping[str, str],
 ) -> ExpireSnapshotsResult:
     files: UnreachableFiles = result.files
-    deleted = outcome.deleted if outcome is not None else frozenset()
+    deleted = removal.removed if removal is not None else frozenset()
     counts: dict[str, int] = {}
-    for key, attr in KINDS:
+    for key, attr, _ in KINDS:
         paths = getattr(files, attr)
         counts[f"deleted_{key}_count"] = len(paths & deleted)
         counts[f"unreachable_{key}_count"] = len(paths)
-    failed = dict(outcome.failed) if outcome is not None else {}
+    failed = dict(removal.failed) if removal is not None else {}
     return ExpireSnapshotsResult(
         table=options.table,
         dry_run=options.dry_run,
@@ -231,7 +285,8 @@ def _result(
         **counts,
         failed_deletes_count=len(failed),
         failed_deletes=dict(sorted(failed.items())[:_MAX_REPORTED_FAILURES]),
-        deleted_on_executors=bool(outcome is not None and outcome.on_executors),
+        deleted_on_executors=bool(removal is not None and removal.on_executors),
         kept_files_of_other_tables_count=len(foreign),
         kept_files_of_other_tables=dict(sorted(foreign.items())[:_MAX_REPORTED_FAILURES]),
+        **(removal.report() if removal is not None else {}),
     )

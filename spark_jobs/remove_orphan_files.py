@@ -30,11 +30,18 @@ in the log and the current one, their snapshots' manifest lists, manifests, data
 files, statistics files, `version-hint.text`). The listing happens before the metadata is
 loaded, so a commit landing meanwhile protects its files. Hidden files and directories (names
 starting with `.` or `_`, such as `.crc` checksums and `_SUCCESS`; not `_key=value`
-partition directories) are never deleted, as in Iceberg. Tables with `gc.enabled=false` are
-refused: their files may be shared with other tables.
+partition directories) are never deleted, as in Iceberg: the tables' trash directories
+(`.icefloe-trash`, every table's under the cleaned location) are hidden too. Tables with
+`gc.enabled=false` are refused: their files may be shared with other tables.
+
+Orphans go into the table's trash (`spark_jobs.files.trashing`, `icecore.trash`), each with
+its original path, size and this run in the run's record, and `icefloe restore --orphans`
+puts them back, byte for byte, until `icefloe.trash.retention` (3d) has passed; with `0s`
+they are deleted at once. Every run also purges what is past the window.
 
 Result: `orphan_file_location` (the first `--max-reported`, default 100, sorted),
-`orphan_files_count`, `deleted_files_count`, `failed_deletes_count` (and `failed_deletes`),
+`orphan_files_count`, `deleted_files_count` (taken out: into the trash, or deleted with
+`0s`), `failed_deletes_count` (and `failed_deletes`), the trash's counters (`Removal.report`),
 `listed_files_count`, `referenced_files_count`, `hidden_files_count`, `too_young_count`,
 `no_mtime_count`,
 `prefix_mismatch_count`, `dry_run`, `older_than`; and what was kept for other tables:
@@ -63,12 +70,14 @@ from icecore.io.locations import is_within, split_location
 from icecore.orphans import DEFAULT_EQUAL_SCHEMES, LocationMatcher, classify, is_hidden
 from icecore.spec.metadata_builder import now_ms as current_time_ms
 from icecore.spec.properties import GC_ENABLED
+from icecore.trash import TRASH_DIRECTORY
+from icecore.trash.records import ORPHAN
 from spark_jobs.common.errors import JobError
 from spark_jobs.common.session import SessionSource
-from spark_jobs.files.deletion import delete_files
 from spark_jobs.files.listing import list_files
 from spark_jobs.files.other_tables import OtherTables, other_tables, refuse_conflicts
 from spark_jobs.files.referenced import referenced_files
+from spark_jobs.files.trashing import retention_of, take_out
 from spark_jobs.specs.grammar import format_duration_ms, format_ms, parse_instant_ms
 from spark_jobs.specs.jobs import RemoveOrphanFilesOptions
 from spark_jobs.specs.results import RemoveOrphanFilesResult
@@ -102,6 +111,12 @@ def run(
             f"cannot remove orphan files of {table.name}: gc.enabled is false (its files may "
             "be shared with other tables)"
         )
+    retention = retention_of(table)
+    if not table.metadata.table_uuid:  # its trash is keyed by it
+        raise JobError(
+            f"{table.name} has no table-uuid (v1 metadata): it has no trash to take orphans to; "
+            "any commit gives it one (icecore writes v1 tables as v2)"
+        )
     table_location = table.metadata.location
     location = (options.location or table_location).rstrip("/") or "/"
     if not matcher.agree(split_location(location), split_location(table_location)):
@@ -128,7 +143,8 @@ def run(
         location,
         depth=options.listing_depth,
         parallel_threshold=options.parallel_listing_threshold,
-        skip=[e.location for e in others.exclusions],
+        # The table's trash is hidden, so never an orphan: not worth listing either.
+        skip=[*(e.location for e in others.exclusions), f"{table_location}/{TRASH_DIRECTORY}"],
     )
     # After the listing: a commit that landed meanwhile then protects the files it added.
     table.refresh()
@@ -138,6 +154,7 @@ def run(
     # Another table's files are never candidates, whatever their age or our references.
     candidates = [f for f in visible if others.owner_elsewhere(f.location) is None]
     old = [f.location for f in candidates if f.mtime_ms is not None and f.mtime_ms < cutoff]
+    sizes = {f.location: f.size for f in candidates}
     no_mtime = sum(1 for f in candidates if f.mtime_ms is None)
     classified = classify(old, referenced, matcher)
     mismatched = classified.mismatched
@@ -168,16 +185,19 @@ def run(
     )
 
     uploads = _abandoned_uploads(table.io, location, cutoff, others, options.dry_run)
-    outcome = None
-    if not options.dry_run and orphans:
-        outcome = delete_files(
+    removal = None
+    if not options.dry_run:
+        removal = take_out(
             spark,
-            table.io,
-            orphans,
+            table,
+            "remove_orphan_files",
+            [(path, ORPHAN, sizes.get(path)) for path in orphans],
+            retention_ms=retention,
+            now_ms=now,
             executor_threshold=options.executor_delete_threshold,
             threads=options.max_concurrent_deletes,
         )
-    failed = dict(outcome.failed) if outcome is not None else {}
+    failed = dict(removal.failed) if removal is not None else {}
     return RemoveOrphanFilesResult(
         table=options.table,
         location=location,
@@ -185,7 +205,7 @@ def run(
         older_than=format_ms(cutoff),
         orphan_file_location=orphans[: options.max_reported],
         orphan_files_count=len(orphans),
-        deleted_files_count=len(outcome.deleted) if outcome is not None else 0,
+        deleted_files_count=len(removal.removed) if removal is not None else 0,
         failed_deletes_count=len(failed),
         failed_deletes=dict(sorted(failed.items())[:_MAX_REPORTED_FAILURES]),
         listed_files_count=len(listing.files),
@@ -195,10 +215,11 @@ def run(
         too_young_count=len(candidates) - len(old) - no_mtime,
         no_mtime_count=no_mtime,
         prefix_mismatch_count=len(mismatched),
-        deleted_on_executors=bool(outcome is not None and outcome.on_executors),
+        deleted_on_executors=bool(removal is not None and removal.on_executors),
         other_tables_files_kept_count=len(visible) - len(candidates),
         **uploads,
         **others.report(),
+        **(removal.report() if removal is not None else {}),
     )
 
 

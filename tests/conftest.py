@@ -12,8 +12,14 @@ import pytest
 from tests.support.catalogs import backend, catalog  # noqa: F401
 
 # `s3_store`, `s3_proxy`, `gcs_store`, `azure_store`: real object-store servers on 127.0.0.1,
-# started once per session when a test asks for one.
-from tests.support.objectstores import azure_store, gcs_store, s3_proxy, s3_store  # noqa: F401
+# started once per session when a test asks for one; `held_s3_proxy`: the proxy for one test.
+from tests.support.objectstores import (  # noqa: F401
+    azure_store,
+    gcs_store,
+    held_s3_proxy,
+    s3_proxy,
+    s3_store,
+)
 
 # `rest_catalog_server`: Apache Iceberg's own REST catalog handlers behind OAuth2 on 127.0.0.1,
 # started once per session when a test asks for it.

@@ -163,6 +163,26 @@ def test_figures_add_up_the_charted_fields() -> None:
             "deleted 3 of 3 orphan files among 40 listed files; aborted 1 of 1 unfinished upload",
         ),
         (
+            "expire_snapshots",
+            {"expired_snapshots_count": 1, "deleted_data_files_count": 2,
+             "trash_retention": "3d", "trashed_files_count": 2, "purged_files_count": 3,
+             "purged_bytes": 2048},
+            "expired 1 snapshot, moved 2 files to the trash (kept 3d); purged 3 files (2.0 KB) "
+            "of the trash",
+        ),
+        (
+            "remove_orphan_files",
+            {"orphan_files_count": 2, "deleted_files_count": 2, "listed_files_count": 9,
+             "trash_retention": "0s", "trashed_files_count": 0},
+            "deleted 2 of 2 orphan files among 9 listed files",
+        ),
+        (
+            "remove_orphan_files",
+            {"orphan_files_count": 2, "deleted_files_count": 2, "listed_files_count": 9,
+             "trash_retention": "12h", "trashed_files_count": 2},
+            "moved 2 of 2 orphan files to the trash (kept 12h) among 9 listed files",
+        ),
+        (
             "rewrite_manifests",
             {"rewritten_manifests": 4, "added_manifests": 1, "rewritten_bytes": 4096,
              "entries": 12, "data_manifests_before": 4, "data_manifests_after": 1,

@@ -143,6 +143,13 @@ def test_a_crossing_is_seen_inside_a_function(tmp_path: Path) -> None:
     assert imported_modules(module) == {"spark_jobs.demo", "pyspark.sql"}
 
 
+# icecore modules that are standard library only, importing nothing else of icecore (and
+# whose package `__init__`s import nothing): the allowed crossing may use them, since they
+# bring no dependency either. The rule of durations is one of them (`icecore.durations`),
+# shared by the jobs' declarations and icecore's table properties.
+STANDARD_LIBRARY_ONLY = {"icecore.durations"}
+
+
 def test_the_allowed_crossing_imports_only_the_standard_library() -> None:
     for _, module in ALLOWED:
         base = ROOT / module.replace(".", "/")
@@ -150,10 +157,24 @@ def test_the_allowed_crossing_imports_only_the_standard_library() -> None:
         assert paths, module
         for path in paths:
             outside = {
-                m for m in imported_modules(path) if not (m == module or m.startswith(module + "."))
+                m
+                for m in imported_modules(path)
+                if not (m == module or m.startswith(module + "."))
+                and m not in STANDARD_LIBRARY_ONLY
             }
             packages = {m.split(".")[0] for m in outside}
             assert packages <= set(sys.stdlib_module_names), (path, packages)
+
+
+def test_the_standard_library_only_icecore_modules_are() -> None:
+    for module in sorted(STANDARD_LIBRARY_ONLY):
+        path = ROOT / (module.replace(".", "/") + ".py")
+        packages = {m.split(".")[0] for m in imported_modules(path)}
+        assert packages <= set(sys.stdlib_module_names), (path, packages)
+        parts = module.split(".")
+        for depth in range(1, len(parts)):
+            init = ROOT.joinpath(*parts[:depth], "__init__.py")
+            assert imported_modules(init) <= {"__future__"}, init
 
 
 # The `icefloe` command and the fleet engine it shares with the fleet DAG run where Airflow is

@@ -7,7 +7,8 @@
 - `properties`: those property names, and hiding the secret ones;
 - `retry`: which errors pass, and backoff with jitter;
 - `output`: output files that become visible only when closed;
-- `s3client`: bulk deletes and upload aborts on S3, which pyarrow lacks.
+- `s3client`: bulk deletes, server-side copies and upload aborts on S3, which pyarrow lacks;
+- `local`: local disks' moves that never replace a file, and the directories they empty.
 """
 
 from icecore.io.fileio import FileIO, ListedFile, PendingUpload

@@ -1,9 +1,9 @@
-"""`FileIO`: reading, writing, listing and deleting files at Iceberg locations.
+"""`FileIO`: reading, writing, listing, moving and deleting files at Iceberg locations.
 
 Every table file icecore and the jobs touch goes through here, so this is where object-store
-semantics are made right once: listings bounded by the directory, bulk deletes, retries of
-throttled and dropped requests, writes that become visible only when complete, and errors
-that name the file but never a credential.
+semantics are made right once: listings bounded by the directory, bulk deletes, moves that
+never replace a file and never lose one, retries of throttled and dropped requests, writes
+that become visible only when complete, and errors that name the file but never a credential.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
+import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -20,13 +21,15 @@ import pyarrow as pa
 from pyarrow import fs as pafs
 
 from icecore.errors import FileError
-from icecore.io import filesystems, s3client
+from icecore.io import filesystems, local, s3client
 from icecore.io.locations import Location, Store, parse, split_location
 from icecore.io.output import OutputFile
 from icecore.io.properties import Redactor
 from icecore.io.retry import RetryPolicy
 
 DELETE_THREADS = 16
+_COMPARE_BLOCK = 8 * 1024 * 1024
+_COPY_BLOCK = 8 * 1024 * 1024
 
 T = TypeVar("T")
 
@@ -89,6 +92,7 @@ class FileIO:
         self._redactor = Redactor(self.properties)
         self._filesystems: dict[tuple[str, str], pafs.FileSystem] = {}
         self._s3: s3client.S3Client | None = None
+        self._no_rename: set[tuple[str, str]] = set()  # Azure accounts without renames
         self._lock = threading.Lock()
 
     def __repr__(self) -> str:
@@ -260,6 +264,206 @@ class FileIO:
         except Exception as exc:
             return self._redact(f"{type(exc).__name__}: {exc}")
         return None
+
+    # Moving
+
+    def move(self, source: str, target: str, *, fresh_target: bool = False) -> None:
+        """Move one file to `target`, byte for byte; never replaces a file at `target`.
+
+        The cheapest safe way the store has (the trash's cost, `icecore.trash`):
+        - local disks: a hard link, then the old name unlinked (`icecore.io.local`);
+        - HDFS and ADLS Gen2 with a hierarchical namespace: the store's own rename;
+        - S3, GCS, Azure without a hierarchical namespace: a server-side copy (no byte goes
+          through this process; S3 `CopyObject`, multipart above 5 GB; GCS rewrite; Azure
+          copy-from-URL), then the source deleted;
+        - between stores: read and written, then the source deleted.
+        A copy is complete before the source goes, so a kill leaves the file at the source,
+        at the target, or at both, never at neither. A retry that finds the source gone and
+        the target there counts the move done. `fresh_target` says the caller made `target` a
+        name nobody else uses (a new directory of its own), which saves the object stores'
+        existence check; elsewhere the no-replace check is atomic anyway.
+        """
+        failed = self.move_many([(source, target)], fresh_targets=fresh_target)
+        if failed:
+            raise FileError(source, failed[source])
+
+    def move_many(
+        self,
+        moves: Iterable[tuple[str, str]],
+        threads: int = DELETE_THREADS,
+        *,
+        fresh_targets: bool = False,
+    ) -> dict[str, str]:
+        """Move every (source, target) as `move` does, `threads` at a time; returns source ->
+        why for the moves that did not happen. Nothing is raised for one file: a cleanup must
+        go on past one it cannot move. On S3 the sources of the copies that landed go in
+        `DeleteObjects` batches, as `delete_many` deletes."""
+        pairs = list(dict.fromkeys(moves))
+        if not pairs:
+            return {}
+        failed: dict[str, str] = {}
+        copied: list[tuple[str, str]] = []  # S3: copied, the source to delete in bulk
+
+        def one(pair: tuple[str, str]) -> tuple[str, str | None, bool]:
+            source, target = pair
+            try:
+                bulk = self._move_one(source, target, fresh_targets)
+            except FileError as exc:
+                if self._moved_before(source, target):
+                    return source, None, False
+                return source, exc.problem, False
+            except Exception as exc:
+                return source, self._redact(f"{type(exc).__name__}: {exc}"), False
+            return source, None, bulk
+
+        with ThreadPoolExecutor(max_workers=max(1, min(threads, len(pairs)))) as pool:
+            for (source, why, bulk), pair in zip(pool.map(one, pairs), pairs, strict=True):
+                if why is not None:
+                    failed[source] = why
+                elif bulk:
+                    copied.append(pair)
+        if copied:
+            not_deleted = self.delete_many([source for source, _ in copied], threads)
+            failed.update(
+                {
+                    s: f"copied to {t}, but the source is left: {not_deleted[s]}"
+                    for s, t in copied
+                    if s in not_deleted
+                }
+            )
+        return failed
+
+    def same_content(self, a: str, b: str) -> bool:
+        """Whether both files exist and hold the same bytes (read in blocks, both sizes
+        checked first): how a move or restore cut short tells a finished copy from another
+        file."""
+        first, second = self._info(self._resolve(a)), self._info(self._resolve(b))
+        if first.type != pafs.FileType.File or second.type != pafs.FileType.File:
+            return False
+        if first.size != second.size:
+            return False
+        with self.open_input(a) as left, self.open_input(b) as right:
+            while True:
+                block = left.read(_COMPARE_BLOCK)
+                if block != right.read(_COMPARE_BLOCK):
+                    return False
+                if not block:
+                    return True
+
+    def _moved_before(self, source: str, target: str) -> bool:
+        """A failed move whose source is gone and whose target is there: an earlier attempt
+        (or another mover) did it."""
+        try:
+            return not self.exists(source) and self.exists(target)
+        except FileError:
+            return False
+
+    def _move_one(self, source: str, target: str, fresh_target: bool) -> bool:
+        """Move one file; True when it was copied on S3 and its source is still to delete."""
+        src, dst = self._resolve(source), self._resolve(target)
+        store = src.location.store
+        if store is Store.LOCAL and dst.location.store is Store.LOCAL:
+            self._move_local(src, dst)
+            return False
+        if not fresh_target and self._info(dst).type != pafs.FileType.NotFound:
+            raise FileError(target, "already exists; refusing to replace it")
+        # One service copies server-side: any two buckets of S3 or GCS, one Azure account or
+        # HDFS name node.
+        same_store = store is dst.location.store and (
+            store in (Store.S3, Store.GCS)
+            or src.location.filesystem_key == dst.location.filesystem_key
+        )
+        if same_store and store is Store.S3 and s3client.available():
+            self._s3_copy(src, dst)
+            return True
+        if same_store and store is not Store.S3 and self._store_move(src, dst):
+            return False
+        if same_store:
+            self._call(src, "cannot copy", lambda: src.filesystem.copy_file(src.path, dst.path))
+        else:
+            self._copy_streamed(src, dst)
+        self.delete(source, missing_ok=True)
+        return False
+
+    def _store_move(self, src: _Resolved, dst: _Resolved) -> bool:
+        """The store's own move: HDFS and ADLS renames, GCS's rewrite-and-delete. False where
+        the store has none (Azure without a hierarchical namespace), remembered per account."""
+        key = src.location.filesystem_key
+        if key in self._no_rename:
+            return False
+        if src.location.store is Store.HDFS:
+            parent = dst.path.rsplit("/", 1)[0]
+            self._call(dst, "cannot create directory", lambda: dst.filesystem.create_dir(parent))
+        try:
+            self._call(src, "cannot move", lambda: src.filesystem.move(src.path, dst.path))
+        except NotImplementedError:  # pyarrow: Azure accounts without a hierarchical namespace
+            self._no_rename.add(key)
+            return False
+        return True
+
+    def _move_local(self, src: _Resolved, dst: _Resolved) -> None:
+        try:
+            local.move(src.path, dst.path, lambda: self._copy_streamed(src, dst))
+        except FileExistsError:
+            raise FileError(
+                dst.location.location, "already exists; refusing to replace it"
+            ) from None
+        except FileNotFoundError:
+            raise FileError(src.location.location, "file not found") from None
+        except OSError as exc:
+            raise self._error(src.location.location, "cannot move", exc) from None
+
+    def _copy_streamed(self, src: _Resolved, dst: _Resolved) -> None:
+        """Copy through this process (between stores or devices): the target appears only
+        complete (an `OutputFile` on object stores; on a local disk a hidden temporary name
+        linked into place, which also refuses an existing target)."""
+        target = dst.location.location
+        if dst.location.store is Store.LOCAL:
+            directory, name = os.path.split(dst.path)
+            temporary = os.path.join(directory, f".{name}.{uuid.uuid4().hex}.moving")
+            self._copy_bytes(src, temporary)
+            try:
+                os.link(temporary, dst.path)
+            except FileExistsError:
+                raise FileError(target, "already exists; refusing to replace it") from None
+            finally:
+                os.unlink(temporary)
+            return
+        with self.open_input(src.location.location) as reader, self._output(dst, False) as out:
+            while block := reader.read(_COPY_BLOCK):
+                out.write(block)
+
+    def _copy_bytes(self, src: _Resolved, path: str) -> None:
+        with self.open_input(src.location.location) as reader, open(path, "xb") as out:
+            while block := reader.read(_COPY_BLOCK):
+                out.write(block)
+
+    def _s3_copy(self, src: _Resolved, dst: _Resolved) -> None:
+        a, b = src.location, dst.location
+        try:
+            self._s3_client().copy(a.bucket, a.key, b.bucket, b.key)
+        except Exception as exc:
+            if "NoSuchKey" in str(exc) or "Not Found" in str(exc) or "404" in str(exc):
+                raise FileError(a.location, "file not found") from None
+            raise self._error(a.location, f"cannot copy to {b.location}", exc) from None
+
+    def remove_empty_directories(self, location: str) -> None:
+        """Remove the directory `location` and those below it, where they hold no file: on
+        local disks and HDFS, which keep directories a move or a delete leaves empty (object
+        stores have none). A directory that holds a file stays, whatever races it."""
+        resolved = self._resolve(location)
+        store = resolved.location.store
+        if store is Store.LOCAL:
+            local.remove_empty_directories(resolved.path)
+        elif store is Store.HDFS:
+            selector = pafs.FileSelector(resolved.path, recursive=True, allow_not_found=True)
+            infos = self._call(
+                resolved, "cannot list", lambda: resolved.filesystem.get_file_info(selector)
+            )
+            if infos and not any(i.type == pafs.FileType.File for i in infos):
+                self._call(
+                    resolved, "cannot delete", lambda: resolved.filesystem.delete_dir(resolved.path)
+                )
 
     # Unfinished uploads
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import NamedTuple
 
+from icecore.durations import DURATION_EXAMPLE, parse_duration_ms
 from icecore.errors import ValidationError
 
 _MIB = 1024 * 1024
@@ -48,6 +49,31 @@ class StringProperty(NamedTuple):
 
     def read(self, properties: Mapping[str, str]) -> str | None:
         return properties.get(self.name) or self.default
+
+
+class DurationProperty(NamedTuple):
+    """A duration in milliseconds, written as people type durations (`3d`, `36h`, `0s`:
+    `icecore.durations`). icefloe's own properties take this form; Iceberg's `*-ms`
+    properties stay integers, as Java reads them."""
+
+    name: str
+    default: int
+
+    def read(self, properties: Mapping[str, str]) -> int:
+        value = properties.get(self.name)
+        return self.default if value is None else duration_value(self.name, value)
+
+
+def duration_value(name: str, value: str) -> int:
+    try:
+        duration = parse_duration_ms(value)
+    except ValueError:
+        raise ValidationError(
+            f"table property {name} must be a duration such as {DURATION_EXAMPLE}, got {value!r}"
+        ) from None
+    if duration < 0:
+        raise ValidationError(f"table property {name} must not be negative, got {value!r}")
+    return duration
 
 
 def int_value(name: str, value: str | None, default: int) -> int:
@@ -142,8 +168,12 @@ MAX_SNAPSHOT_AGE_MS = IntProperty("history.expire.max-snapshot-age-ms", 5 * 24 *
 MIN_SNAPSHOTS_TO_KEEP = IntProperty("history.expire.min-snapshots-to-keep", 1, 1)
 MAX_REF_AGE_MS = IntProperty("history.expire.max-ref-age-ms", -1, 1)  # -1: refs never expire
 
+# icefloe's trash (`icecore.trash`): how long files that expiry and orphan removal take out
+# of a table are kept before they are deleted; `0s` deletes them at once.
+TRASH_RETENTION = DurationProperty("icefloe.trash.retention", 3 * 86_400_000)
+
 # What `UpdateProperties` checks before a commit: the properties icecore parses.
-CHECKED: Mapping[str, IntProperty | BoolProperty] = {
+CHECKED: Mapping[str, IntProperty | BoolProperty | DurationProperty] = {
     p.name: p
     for p in (
         COMMIT_NUM_RETRIES,
@@ -163,6 +193,7 @@ CHECKED: Mapping[str, IntProperty | BoolProperty] = {
         MAX_SNAPSHOT_AGE_MS,
         MIN_SNAPSHOTS_TO_KEEP,
         MAX_REF_AGE_MS,
+        TRASH_RETENTION,
     )
 }
 
@@ -178,7 +209,9 @@ def check_value(key: str, value: str) -> None:
     if key in RESERVED:
         raise ValidationError(f"table property {key!r} is reserved: it is derived, not stored")
     declared = CHECKED.get(key)
-    if isinstance(declared, BoolProperty):
+    if isinstance(declared, DurationProperty):
+        duration_value(key, value)
+    elif isinstance(declared, BoolProperty):
         bool_value(key, value, declared.default)
     elif isinstance(declared, IntProperty):
         try:

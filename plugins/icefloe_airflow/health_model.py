@@ -28,7 +28,9 @@ point lost names the job and the trigger that would take it back:
     old snapshots (expire_snapshots)                 5  snapshots older than max_snapshot_age
                                                         beyond retain_last; due once
                                                         expire_interval has passed since the
-                                                        last expiry
+                                                        last expiry; or a trash kept past its
+                                                        window (icefloe.trash.retention): due
+                                                        at once
     orphan files (remove_orphan_files)               0  due every orphan_interval (orphans
                                                         cannot be seen in metadata)
 
@@ -46,6 +48,15 @@ up to the score exactly. One small file in a partition costs nothing (there is n
 merge it with). A table with nothing due can still lose points, to work approaching its
 trigger or to old snapshots waiting for the expiry cadence: `Assessment.penalties` says so in
 words next to the score (the Iceberg page, `icefloe health`, the health task's log).
+
+A trash past its window is work for the next expiry: what expiry and orphan removal took out
+of the table is kept `icefloe.trash.retention` (3d) and purged by their next run
+(`icecore.trash`), so files kept longer cost storage the table's owner said to give back (and
+keep data someone deleted on purpose). It makes `expire_snapshots` due without waiting for
+its cadence, and costs the old-snapshot rule's points. The trash is known from its summary as
+the last run left it (the health report carries it, cached with it): a run of either job
+since a trash run's window ended has purged that run, so only runs whose window ended after
+the last success of both jobs count.
 
 Deletion vectors (format v3) count in the deleted rows and as dangling, but not as delete
 files: a data file has at most one DV, which delete compaction cannot merge with anything (only
@@ -382,7 +393,52 @@ def expirable(report: HealthReport, policy: MaintenancePolicy) -> bool:
     )
 
 
+PURGING_JOBS = ("expire_snapshots", "remove_orphan_files")
+
+
+def trash_past_window(x: _Inputs) -> tuple[int, int, int] | None:
+    """(files, bytes, when the oldest's window ended, epoch ms) of the trash runs kept past
+    their window and not purged since (see the module doc); None when there are none."""
+    trash, retention = x.report.trash, x.report.trash_retention_ms
+    if trash is None:
+        return None
+    now_ms = int(x.now.timestamp() * 1000)
+    purged = [x.last_runs.get(j) for j in PURGING_JOBS]
+    last_ms = max((int(t.timestamp() * 1000) for t in purged if t is not None), default=None)
+    runs = [
+        r
+        for r in trash.past_window(retention, now_ms)
+        if last_ms is None or (r.removed_ms or 0) + retention > last_ms
+    ]
+    if not runs:
+        return None
+    ended = min((r.removed_ms or 0) + retention for r in runs)
+    return sum(r.files for r in runs), sum(r.bytes for r in runs), ended
+
+
 def _snapshots(x: _Inputs) -> _Verdict:
+    """Old snapshots, and a trash past its window: one rule, one job (see the module doc)."""
+    decision, lost = _old_snapshots(x)
+    found = trash_past_window(x)
+    if found is None:
+        return decision, lost
+    files, size, ended = found
+    window = format_duration(timedelta(milliseconds=x.report.trash_retention_ms))
+    since = _ago(x.now - datetime.fromtimestamp(ended / 1000, tz=x.now.tzinfo))
+    measured = (
+        f"{_plural(files, 'file')} ({describe_size(size)}) in the trash past its {window} "
+        f"window for {since}"
+    )
+    if lost:
+        measured = f"{lost[0].measured}; {measured}"
+    reason = f"{decision.reason}; {measured}" if decision.due else measured
+    outlook = f"{decision.job} is due (its next run purges the trash)"
+    return JobDecision(decision.job, True, reason), _lost(
+        "old_snapshots", decision.job, True, 1, measured=measured, outlook=outlook
+    )
+
+
+def _old_snapshots(x: _Inputs) -> _Verdict:
     job = "expire_snapshots"
     report, policy = x.report, x.policy
     age = format_duration(policy.max_snapshot_age)
@@ -514,4 +570,8 @@ def health_summary(report: HealthReport) -> dict[str, Any]:
         "delete_ratio": totals.delete_ratio,
         "target_file_size_bytes": report.target_file_size_bytes,
         "small_file_threshold_bytes": report.small_file_threshold_bytes,
+        "trash_files": 0 if report.trash is None else report.trash.files,
+        "trash_bytes": 0 if report.trash is None else report.trash.bytes,
+        "trash_oldest_removed_ms": None if report.trash is None else report.trash.oldest_removed_ms,
+        "trash_retention_ms": report.trash_retention_ms,
     }

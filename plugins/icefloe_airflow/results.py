@@ -25,6 +25,7 @@ from spark_jobs.specs.results import (
     RewriteDataFilesResult,
     RewriteManifestsResult,
     RewritePositionDeletesResult,
+    TrashingResult,
     result_of,
 )
 
@@ -108,13 +109,30 @@ def _major(r: RewriteDataFilesResult) -> str:
     )
 
 
+def _kept(r: TrashingResult) -> str:
+    """How the run's files left: ` to the trash (kept 3d)`, or nothing (deleted at once, or
+    a result from before the trash)."""
+    if r.trash_retention in (None, "0s") or not r.trashed_files_count:
+        return ""
+    return f" to the trash (kept {r.trash_retention})"
+
+
+def _purged(r: TrashingResult) -> str:
+    """`; purged 4 files (1.2 MB) of the trash`: what the run deleted for good."""
+    if not r.purged_files_count:
+        return ""
+    purged = _plural(r.purged_files_count, "file")
+    return f"; purged {purged} ({size(r.purged_bytes or 0)}) of the trash"
+
+
 def _expire(r: ExpireSnapshotsResult) -> str:
-    verb = "would delete" if r.dry_run else "deleted"
+    verb = "would delete" if r.dry_run else "moved" if _kept(r) else "deleted"
     files = r.unreachable_files() if r.dry_run else r.figures().removed_files
     text = f"expired {_plural(r.expired_snapshots_count, 'snapshot')}, {verb} "
-    text += _plural(files, "file")
+    text += _plural(files, "file") + _kept(r)
     if r.failed_deletes_count:
         text += f" ({r.failed_deletes_count} could not be deleted)"
+    text += _purged(r)
     if r.kept_files_of_other_tables_count:
         text += f"; kept {_plural(r.kept_files_of_other_tables_count, 'file')} of other tables"
     return text + (" (dry run)" if r.dry_run else "")
@@ -125,8 +143,9 @@ def _orphans(r: RemoveOrphanFilesResult) -> str:
     if r.dry_run:
         text = f"found {found} (dry run, nothing deleted)"
     else:
-        text = f"deleted {r.deleted_files_count} of {found}"
-    text += f" among {_plural(r.listed_files_count, 'listed file')}"
+        verb = "moved" if _kept(r) else "deleted"
+        text = f"{verb} {r.deleted_files_count} of {found}{_kept(r)}"
+    text += f" among {_plural(r.listed_files_count, 'listed file')}" + _purged(r)
     if r.excluded_locations:
         text += f"; left {_plural(len(r.excluded_locations), 'nested table')} alone"
     if r.failed_deletes_count:

@@ -15,8 +15,8 @@ callers to prefix with the field's name.
 Sizes use powers of 1024 for K/M/G/T, as Iceberg's documentation (`512 MB` for
 536,870,912 bytes) and Spark's settings (`4g`) do; `KiB`/`MiB` spellings are accepted too.
 
-Standard library only: Airflow workers import this module to check a form before any Spark
-job is submitted.
+Standard library only (with `icecore.durations`, which is too): Airflow workers import this
+module to check a form before any Spark job is submitted.
 """
 
 from __future__ import annotations
@@ -24,8 +24,29 @@ from __future__ import annotations
 import re
 from datetime import UTC, datetime
 
+# Durations are icecore's rule (its table properties take them too), kept in one place there.
+from icecore.durations import DURATION_EXAMPLE, format_duration_ms, is_duration, parse_duration_ms
+
+__all__ = [
+    "DURATION_EXAMPLE",
+    "INSTANT_EXAMPLE",
+    "SIZE_EXAMPLE",
+    "check_instant",
+    "describe_size",
+    "format_duration_ms",
+    "format_ms",
+    "format_size",
+    "is_duration",
+    "parse_boolean",
+    "parse_duration_ms",
+    "parse_instant_ms",
+    "parse_integer",
+    "parse_ratio",
+    "parse_size",
+    "parse_timestamp_ms",
+]
+
 SIZE_EXAMPLE = "128MB, 512 MiB, 1GB or a byte count"
-DURATION_EXAMPLE = "7d, 36h, 90m or 1d12h (units ms, s, m, h, d, w)"
 INSTANT_EXAMPLE = "an age such as 3d or 12h, or an ISO timestamp such as 2024-01-07T00:00:00Z"
 
 _SIZE_UNITS = {
@@ -39,25 +60,6 @@ _SIZE_UNITS = {
 }
 _SIZE = re.compile(r"(\d+(?:\.\d+)?)\s*(?:([kmgtp])(?:i?b)?|(b))?", re.IGNORECASE)
 
-_DURATION_UNITS_MS = {
-    "ms": 1,
-    "s": 1000,
-    "m": 60_000,
-    "h": 3_600_000,
-    "d": 86_400_000,
-    "w": 7 * 86_400_000,
-}
-_DURATION_PART = re.compile(r"\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d|w)(?![a-z])\s*", re.IGNORECASE)
-_DURATION = re.compile(r"(?:\s*\d+(?:\.\d+)?\s*(?:ms|s|m|h|d|w)(?![a-z])\s*)+", re.IGNORECASE)
-
-# Formatting stops at days: `7d` reads better than `1w`, `10d` better than `1w3d`.
-_UNIT_NAMES_MS = (
-    (86_400_000, "d"),
-    (3_600_000, "h"),
-    (60_000, "m"),
-    (1000, "s"),
-    (1, "ms"),
-)
 _SIZE_NAMES = ((1024**4, "TB"), (1024**3, "GB"), (1024**2, "MB"), (1024, "KB"))
 
 
@@ -94,43 +96,6 @@ def describe_size(size: float) -> str:
             return f"{amount:.0f} {unit}" if unit == "B" else f"{amount:.1f} {unit}"
         amount /= 1024
     return f"{amount:.1f} TB"
-
-
-def parse_duration_ms(text: str | int) -> int:
-    """Milliseconds from `7d`, `36h`, `90m`, `1d12h`, `1.5h`, `0s`; bare numbers in text are
-    refused (seconds or milliseconds would be a guess), while an int is milliseconds already."""
-    if isinstance(text, int) and not isinstance(text, bool):
-        return text
-    value = str(text).strip()
-    total = 0.0
-    position = 0
-    for match in _DURATION_PART.finditer(value):
-        if match.start() != position:
-            break
-        total += float(match.group(1)) * _DURATION_UNITS_MS[match.group(2).lower()]
-        position = match.end()
-    if not value or position != len(value) or position == 0:
-        raise ValueError(f"expected a duration such as {DURATION_EXAMPLE}, got {str(text)!r}")
-    if total != int(total):
-        raise ValueError(f"{str(text)!r} is not a whole number of milliseconds")
-    return int(total)
-
-
-def format_duration_ms(duration_ms: int) -> str:
-    """The shortest exact spelling: 86400000 -> `1d`, 129600000 -> `1d12h`, 0 -> `0s`."""
-    if duration_ms == 0:
-        return "0s"
-    parts = []
-    rest = duration_ms
-    for multiplier, name in _UNIT_NAMES_MS:
-        if rest >= multiplier:
-            parts.append(f"{rest // multiplier}{name}")
-            rest %= multiplier
-    return "".join(parts)
-
-
-def is_duration(text: str) -> bool:
-    return _DURATION.fullmatch(text.strip()) is not None
 
 
 def parse_instant_ms(text: str, *, now_ms: int) -> int:

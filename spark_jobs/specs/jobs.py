@@ -503,13 +503,13 @@ JOBS: dict[str, JobSpec] = {
         ),
         JobSpec(
             "expire_snapshots",
-            "Expire snapshots and delete the files only they referenced",
+            "Expire snapshots; the files only they referenced go to the table's trash",
             ExpireSnapshotsOptions,
             procedure="expire_snapshots",
         ),
         JobSpec(
             "remove_orphan_files",
-            "Delete files no metadata references",
+            "Move files no metadata references to the table's trash",
             RemoveOrphanFilesOptions,
             procedure="remove_orphan_files",
         ),

@@ -211,9 +211,28 @@ EXPIRED_KINDS = (
 
 
 @dataclass(frozen=True, kw_only=True)
-class ExpireSnapshotsResult(JobResult):
-    """Snapshots expired; `deleted_*_count` files deleted, `unreachable_*_count` files only
-    they reached (what a dry run would delete)."""
+class TrashingResult(JobResult):
+    """What the jobs that take files out of a table (expiry, orphan removal) report of the
+    table's trash (`icecore.trash`); None in a dry run, which touches no trash."""
+
+    trash_retention: str | None = None  # icefloe.trash.retention, as `3d` (`0s`: at once)
+    trash_run: str | None = None  # the run's directory in the trash, when it trashed files
+    trashed_files_count: int | None = None
+    trashed_bytes: int | None = None
+    purged_runs: list[str] | None = None  # runs past the window whose files were purged
+    purged_files_count: int | None = None
+    purged_bytes: int | None = None
+    failed_purges_count: int | None = None
+    failed_purges: dict[str, str] | None = None  # the first 20: trash file -> why it stays
+    trash_files_count: int | None = None  # in the trash after the run
+    trash_bytes: int | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class ExpireSnapshotsResult(TrashingResult):
+    """Snapshots expired; `deleted_*_count` files taken out of the table's storage (into
+    its trash, or deleted with a retention of 0s), `unreachable_*_count` files only they
+    reached (what a dry run would take out)."""
 
     job: ClassVar[str] = "expire_snapshots"
     removed_files_fields: ClassVar[tuple[str, ...]] = (
@@ -253,7 +272,7 @@ class ExpireSnapshotsResult(JobResult):
 
 
 @dataclass(frozen=True, kw_only=True)
-class RemoveOrphanFilesResult(JobResult):
+class RemoveOrphanFilesResult(TrashingResult):
     """Orphan files found (and unless a dry run, deleted), and unfinished uploads aborted."""
 
     job: ClassVar[str] = "remove_orphan_files"

@@ -24,6 +24,8 @@ from icecore.catalog import SqlCatalog
 from icecore.health import HealthReport
 from icecore.spec.deletion_vectors import write_dvs
 from icecore.spec.manifest import DataFile, FileContent, FileFormat
+from icecore.trash import Trash
+from icecore.trash.records import ORPHAN
 from tests.support.samples import PSCHEMA, spec_of
 from tests.support.tables import LocalTable
 
@@ -301,6 +303,42 @@ def test_expiry_and_orphan_removal_follow_their_cadence(
         "becomes due at 12 in one partition, or when they add up to 512.0 MB",
     ]
     assert health_score(report, policy) == 100 - 5 - 2
+
+
+def test_a_trash_past_its_window_makes_expiry_due_until_a_run_purges_it(
+    tmp_path: Path, sql_catalog: SqlCatalog
+) -> None:
+    """Files orphan removal took four days ago sit in the trash a day past its 3d window:
+    expiry is due for them, cadence or not, unless one of the two purging jobs has run since
+    the window ended (it purged them; the summary the report carries predates that run)."""
+    table = new_table(tmp_path)
+    table.commit(add=[table.write_data(rows("a", 1))])
+    sql_catalog.register_table("db.t", table.metadata_location)
+    registered = sql_catalog.load_table("db.t")
+    trash = Trash.of(registered)
+    stray = f"{registered.metadata.location}/data/stray.parquet"
+    registered.io.write_bytes(stray, b"s" * 2048)
+    removed_ms = int((NOW - timedelta(days=4)).timestamp() * 1000)
+    record = trash.new_record("remove_orphan_files", [(stray, ORPHAN, 2048)], now_ms=removed_ms)
+    registered.io.move_many(trash.begin(record))
+    trash.write_summary(removed_ms)
+    report = measure_health(registered, MaintenancePolicy())
+    assert report.trash is not None and (report.trash.files, report.trash.bytes) == (1, 2048)
+    assert health_summary(report)["trash_oldest_removed_ms"] == removed_ms
+
+    policy = MaintenancePolicy()
+    assert jobs(report, policy, RECENT) == []  # both ran just now: purged since
+    before = {j: NOW - timedelta(days=2) for j in RECENT}  # ran before the window ended
+    assert jobs(report, policy, before) == ["expire_snapshots"]
+    assert lost(report, policy, before) == [
+        "-5: 1 file (2.0 KB) in the trash past its 3d window for 1d; expire_snapshots is due "
+        "(its next run purges the trash)"
+    ]
+    # Retention 0s: the window ended when the files went; runs two days ago purged them, and
+    # with no run since, they are overdue for 4 days.
+    report.trash_retention_ms = 0
+    assert jobs(report, policy, before) == []
+    assert "past its 0s window for 4d" in lost(report, policy, {})[0]
 
 
 def test_due_jobs_come_in_job_order(tmp_path: Path, sql_catalog: SqlCatalog) -> None:

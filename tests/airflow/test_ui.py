@@ -18,6 +18,7 @@ import shutil
 import struct
 import subprocess
 import sys
+import time
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -35,6 +36,9 @@ from icefloe_airflow.state import MaintenanceStore
 from icecore.catalog import SqlCatalog, catalog_from_settings
 from icecore.catalog.sql import TABLES
 from icecore.health import HealthReport
+from icecore.table import Table
+from icecore.trash import Trash
+from icecore.trash.records import ORPHAN
 from spark_jobs.specs.grammar import describe_size
 from tests.airflow.deployment import Deployment, icefloe_connection, state_store_uri
 from tests.airflow.server import AirflowServer
@@ -83,6 +87,20 @@ def build_users(location: Path) -> LocalTable:
     t = LocalTable.create(location, PSCHEMA, properties={"write.target-file-size-bytes": "1000"})
     t.commit(add=[t.write_data(rows("u", 1, 2, 3))])
     return t
+
+
+def trash_a_stray_file(table: Table) -> int:
+    """Orphan removal's doing, by hand: one file moved into the table's trash (its summary
+    written, as every run writes it); the file's size."""
+    trash = Trash.of(table)
+    stray = f"{table.metadata.location}/data/stray.parquet"
+    table.io.write_bytes(stray, b"s" * 3000)
+    now_ms = int(time.time() * 1000)
+    record = trash.new_record("remove_orphan_files", [(stray, ORPHAN, 3000)], now_ms=now_ms)
+    assert table.io.move_many(trash.begin(record)) == {}
+    trash.finish(record.run)
+    trash.write_summary(now_ms)
+    return 3000
 
 
 def record_runs(state_uri: str) -> None:
@@ -197,7 +215,10 @@ def ui(deployment: Deployment, tmp_path_factory: pytest.TempPathFactory) -> Iter
     catalog = catalog_from_settings(uri=None, name="default", warehouse=str(warehouse))
     assert isinstance(catalog, SqlCatalog)
     catalog.create_namespace("db")
-    catalog.register_table("db.events", build_events(warehouse / "db" / "events").metadata_location)
+    events_table = catalog.register_table(
+        "db.events", build_events(warehouse / "db" / "events").metadata_location
+    )
+    trash_a_stray_file(events_table)
     users = catalog.register_table(
         "db.users", build_users(warehouse / "db" / "users").metadata_location
     )
@@ -336,6 +357,11 @@ def test_overview_shows_the_health_report_numbers(ui: UI) -> None:
         assert shown == ([d.job for d in due] or ["nothing"])
         assert text["due"].count("run now") == len(due)
 
+    # The trash: size and oldest entry; db.users has none.
+    trash = page.rows["db.events"]
+    assert trash["trash_bytes"][1] == "3000" and "oldest" in trash["trash_bytes"][0]
+    assert page.rows["db.users"]["trash_bytes"] == ("empty", "0")
+
     events = ui.expected("db.events")[0].totals
     # The table really is unhealthy in every way the page reports.
     assert (events.data.files, events.small_data.files) == (5, 5)
@@ -432,6 +458,12 @@ def test_table_view_shows_partitions_due_jobs_and_runs(ui: UI) -> None:
     }
     assert list(manifests) == ["0/data", "0/delete"]  # two data commits, one of deletes
     assert manifests["0/data"]["manifests"][0] == "2"
+    # Its trash, run by run, with when each is purged (3 days after it was removed).
+    [(run, cells)] = parse(html, "data-run").rows.items()
+    assert run.split("-", 1)[1].startswith("remove_orphan_files-")
+    assert (cells["files"][0], cells["bytes"][1]) == ("1", "3000")
+    removed, due = int(cells["removed"][1]), int(cells["purge_due"][1])
+    assert due - removed == 3 * 86_400_000
     assert "no live equality delete files" not in html  # db.events has one: due, with why
     assert 'data-state="failed"' in html
 

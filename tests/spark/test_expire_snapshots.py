@@ -31,6 +31,7 @@ from icecore.spec.manifest import read_manifest
 from icecore.spec.schema import Schema
 from icecore.spec.types import LongType, NestedField
 from icecore.table import Table
+from icecore.trash import Trash
 from spark_jobs.common.cli import main
 from spark_jobs.common.errors import JobError
 from spark_jobs.expire_snapshots import run as expire
@@ -103,8 +104,13 @@ def rows_at(table: Table, snapshot_id: int, duck: duckdb.DuckDBPyConnection) -> 
 
 
 def files_on_disk(table: Table) -> set[str]:
+    """The table's files: not hidden ones, nor anything in its (hidden) trash."""
     root = Path(table.metadata.location)
-    return {str(p) for p in root.rglob("*") if p.is_file() and not p.name.startswith(".")}
+    return {
+        str(p)
+        for p in root.rglob("*")
+        if p.is_file() and not any(part.startswith(".") for part in p.relative_to(root).parts)
+    }
 
 
 def reached_by(table: Table, snapshot_ids: list[int]) -> set[str]:
@@ -133,6 +139,7 @@ def test_expiry_keeps_retained_snapshots_readable_and_deletes_only_unreachable_f
     assert len(table.metadata.partition_specs) == 2  # data by bucket(v), deletes unpartitioned
     before_rows = {s: rows_at(table, s, duck) for s in history}
     before_files = files_on_disk(table)
+    before_bytes = {p: Path(p).read_bytes() for p in before_files}
     # The ingestion job's files are all referenced: an orphan scan finds none.
     assert orphans(spark, catalog) == []
 
@@ -186,6 +193,11 @@ def test_expiry_keeps_retained_snapshots_readable_and_deletes_only_unreachable_f
     )
     assert len(gone) == deleted_count
     assert not gone & reached_by(table, retained), "a reachable file was deleted"
+    # Each went into the table's trash, whole, named in this run's record.
+    trashed = {f.path: f for f in Trash.of(table).contents()}
+    assert set(trashed) == gone and {f.run for f in trashed.values()} == {result.trash_run}
+    assert all(Path(f.trash).read_bytes() == before_bytes[p] for p, f in trashed.items())
+    assert result.trashed_files_count == len(gone) == result.trash_files_count
     # Nothing is left behind: every file but the metadata JSON is reached by a retained
     # snapshot (the job deleted everything the expired ones alone reached).
     leftover = {p for p in after_files if not p.endswith(".metadata.json")}

@@ -21,7 +21,6 @@ import signal
 import subprocess
 import time
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -81,26 +80,14 @@ def _is_data_part(request: Request) -> bool:
     return request.method == "PUT" and "partNumber=" in request.query and "/data/" in request.path
 
 
-@pytest.fixture
-def proxy(
-    s3_proxy: tuple[ObjectStore, ThrottleProxy],
-) -> Iterator[tuple[ObjectStore, ThrottleProxy]]:
-    """The session's proxy in front of moto, never left holding requests for the next test."""
-    s3_proxy[1].reset()
-    try:
-        yield s3_proxy
-    finally:
-        s3_proxy[1].reset()
-
-
 @pytest.mark.spark_submit
 def test_a_job_killed_mid_upload_leaves_the_s3_table_as_it_was(
     spark: SparkSession,
     s3_store: ObjectStore,
-    proxy: tuple[ObjectStore, ThrottleProxy],
+    held_s3_proxy: tuple[ObjectStore, ThrottleProxy],
     tmp_path: Path,
 ) -> None:
-    proxied, throttle = proxy
+    proxied, throttle = held_s3_proxy
     root = s3_store.new_bucket()
     bucket = root.removeprefix("s3://")
     uri = f"sqlite:///{tmp_path}/catalog.db"

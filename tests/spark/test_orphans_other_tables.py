@@ -30,6 +30,8 @@ from icecore.spec.manifest import DataFile, FileFormat
 from icecore.spec.schema import Schema
 from icecore.spec.types import LongType, NestedField
 from icecore.table import Table
+from icecore.trash import Trash
+from icecore.trash.records import ORPHAN
 from spark_jobs.common.errors import JobError
 from spark_jobs.expire_snapshots import run as expire
 from spark_jobs.remove_orphan_files import run as remove_orphans
@@ -107,8 +109,17 @@ def test_the_reproduction_through_the_command_line(
     events.append(pa.table({"id": pa.array(range(100), pa.int64(), mask=None)}, schema=_arrow()))
     archive.append(pa.table({"id": pa.array(range(1000), pa.int64())}, schema=_arrow()))
     orphan = plant_orphan(f"{wh}/db/events")
+    # The archive's own trash lies inside db.events too: hidden, and another table's.
+    ours = SqlCatalog("default", uri=f"sqlite:///{wh}/catalog.db", warehouse=wh)
+    archived = ours.load_table("db.events.archive")
+    trash = Trash.of(archived)
+    kept = plant_orphan(archived.metadata.location.removeprefix("file:"))
+    record = trash.new_record("remove_orphan_files", [(str(kept), ORPHAN, None)], now_ms=0)
+    assert archived.io.move_many(trash.begin(record)) == {}
+    ours.close()
     age_everything(wh)
     archive_files = {p for p in (wh / "db/events/archive").rglob("*") if p.is_file()}
+    assert any(".icefloe-trash" in str(p) for p in archive_files)
 
     done = spark_connect.run_job(
         "remove_orphan_files",

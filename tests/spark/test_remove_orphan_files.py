@@ -30,6 +30,7 @@ from icecore.spec.manifest import DataFile, FileFormat, ManifestWriter
 from icecore.spec.schema import Schema
 from icecore.spec.types import LongType, NestedField
 from icecore.table import Table
+from icecore.trash import TRASH_DIRECTORY, Trash
 from spark_jobs.common.cli import main
 from spark_jobs.common.errors import JobError
 from spark_jobs.remove_orphan_files import run as remove_orphans
@@ -57,7 +58,12 @@ def age_everything(root: Path, days: float) -> None:
 
 
 def all_files(root: Path) -> set[str]:
-    return {str(p) for p in root.rglob("*") if p.is_file()}
+    """Every file under `root` but those in the tables' trash."""
+    return {
+        str(p)
+        for p in root.rglob("*")
+        if p.is_file() and TRASH_DIRECTORY not in p.relative_to(root).parts
+    }
 
 
 def rows(table: Table, duck: duckdb.DuckDBPyConnection) -> Counter:
@@ -135,6 +141,7 @@ def test_old_orphans_go_young_and_referenced_files_stay(
         [str(stray), str(deep), str(hidden_partition), str(root / "misc" / "notes.txt"), *leftovers]
     )
     kept = all_files(root) - set(expected)
+    contents = {p: Path(p).read_bytes() for p in expected}
 
     dry = job_runner(
         "remove_orphan_files",
@@ -159,6 +166,11 @@ def test_old_orphans_go_young_and_referenced_files_stay(
     assert result.deleted_on_executors
     assert result.failed_deletes_count == 0
     assert all_files(root) == kept
+    # Every orphan is in the table's trash, byte for byte, named in the run's record.
+    trashed = {f.path: f for f in Trash.of(table).contents()}
+    assert set(trashed) == set(expected)
+    assert all(Path(f.trash).read_bytes() == contents[p] for p, f in trashed.items())
+    assert {(f.run, f.kind) for f in trashed.values()} == {(result.trash_run, "orphan")}
     assert young.exists()
     table = catalog.load_table(NAME)
     assert rows(table, duck) == before_rows

@@ -222,6 +222,19 @@ def s3_proxy(s3_store: ObjectStore) -> Iterator[tuple[ObjectStore, ThrottleProxy
         proxy.stop()
 
 
+@pytest.fixture
+def held_s3_proxy(
+    s3_proxy: tuple[ObjectStore, ThrottleProxy],
+) -> Iterator[tuple[ObjectStore, ThrottleProxy]]:
+    """The session's proxy for one test that holds requests (a kill test), never left holding
+    or throttling for the next."""
+    s3_proxy[1].reset()
+    try:
+        yield s3_proxy
+    finally:
+        s3_proxy[1].reset()
+
+
 @pytest.fixture(scope="session")
 def gcs_store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ObjectStore]:
     """gcp-storage-emulator, in memory, without authentication."""

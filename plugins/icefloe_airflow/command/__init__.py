@@ -5,6 +5,7 @@
     report  -> `tables`, `health`, `due`: what the fleet engine (`icefloe_airflow.fleet`) sees
     output  -> how `health` and `due` print, for people and for scripts
     run     -> `run`: one job on one table, as the Airflow operator runs it
+    trash   -> `trash`, `restore`: a table's trash (`icecore.trash`), and the way back
 
 A group of subcommands is one module declaring its `SUBCOMMANDS`, listed in `cli.GROUPS`.
 Nothing here imports Airflow (tests/test_layering.py checks), so the command starts in well

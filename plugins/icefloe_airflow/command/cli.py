@@ -4,6 +4,8 @@
     icefloe health  --warehouse /data/wh (TABLE ... | --all) [--namespace GLOB] [--json]
     icefloe due     --warehouse /data/wh [--json] [--all]
     icefloe run JOB TABLE --warehouse /data/wh [--master URL | --remote sc://...] [job flags]
+    icefloe trash TABLE --warehouse /data/wh [--purge] [--json]
+    icefloe restore TABLE --warehouse /data/wh (--snapshot ID | --orphans [--run RUN | --since T])
 
 `due` prints what the fleet DAG would run, in its order and why, within the budget (the
 config's fleet, or `--max-tables` / `--max-bytes`), or `nothing is due (N tables checked)`;
@@ -11,7 +13,8 @@ config's fleet, or `--max-tables` / `--max-bytes`), or `nothing is due (N tables
 score with every point it lost. Text has a header and units (colour on a terminal only); with
 `--json` every line is one JSON object (`{"table": ...}`). `run` spark-submits the job
 (`--master`, default local[*]), or runs it as a client of the Spark Connect server that
-`--remote` (else `$SPARK_REMOTE`) names.
+`--remote` (else `$SPARK_REMOTE`) names. `trash` and `restore` show a table's trash and bring
+back what expiry or orphan removal took (`icefloe_airflow.command.trash`).
 
 Policy comes from the tables config (`--config`, else the Airflow deployment's: see
 `icefloe_airflow.airflow_settings`; none: the defaults) and the tables' properties; run history
@@ -30,7 +33,7 @@ import sys
 from collections.abc import Sequence
 
 from icefloe_airflow import airflow_settings
-from icefloe_airflow.command import report, run
+from icefloe_airflow.command import report, run, trash
 from icefloe_airflow.command.common import (
     EXIT_USAGE,
     Invocation,
@@ -45,7 +48,7 @@ from icefloe_airflow.tables_config import TablesConfigError
 from spark_jobs.specs.argv import OneLineParser, pop_catalog_args, unknown_flag
 
 # The subcommand groups, in the order `icefloe --help` lists them.
-GROUPS = (report, run)
+GROUPS = (report, run, trash)
 SUBCOMMANDS: dict[str, Subcommand] = {c.name: c for g in GROUPS for c in g.SUBCOMMANDS}
 
 

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import json
 import logging
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -60,6 +60,11 @@ STATIC = Path(__file__).with_name("static")
 
 def _when(value: datetime | None) -> str:
     return "" if value is None else value.strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def _when_ms(value: int | None) -> str:
+    """An instant in epoch milliseconds (the trash's records), as `when` writes datetimes."""
+    return "" if value is None else _when(datetime.fromtimestamp(value / 1000, tz=UTC))
 
 
 def _duration(value: timedelta | float | int | None) -> str:
@@ -92,6 +97,7 @@ def _environment() -> Environment:
     )
     env.filters.update(
         when=_when,
+        when_ms=_when_ms,
         duration=_duration,
         brief=brief,
         size=describe_size,

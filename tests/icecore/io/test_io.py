@@ -1,6 +1,7 @@
 """FileIO: real local files, locations that keep their scheme, and cloud resolution offline."""
 
 import os
+import shutil
 from datetime import UTC, datetime
 
 import pytest
@@ -285,3 +286,25 @@ def test_repr_hides_credentials() -> None:
 )
 def test_which_errors_are_retried(message: str, transient: bool) -> None:
     assert is_transient(OSError(message)) is transient
+
+
+def test_a_move_across_devices_copies_whole_then_deletes(io: FileIO, tmp_path) -> None:
+    """`/dev/shm` is another device than the test's directory: the link fails (EXDEV), the
+    file is copied under a hidden name linked into place, then the source goes; an existing
+    target is refused on the way back, as on one device."""
+    if not os.path.isdir("/dev/shm") or os.stat("/dev/shm").st_dev == os.stat(tmp_path).st_dev:
+        pytest.skip("no second local device to move across")
+    source = tmp_path / "data" / "a.parquet"
+    source.parent.mkdir()
+    source.write_bytes(b"across" * 1000)
+    away = f"/dev/shm/icefloe-{os.getpid()}-{tmp_path.name}/trash/a.parquet"
+    try:
+        io.move(str(source), away)
+        assert not source.exists() and io.read_bytes(away) == b"across" * 1000
+        assert os.listdir(os.path.dirname(away)) == ["a.parquet"]  # no temporary left
+        source.write_bytes(b"taken again")
+        with pytest.raises(FileError, match="refusing to replace it"):
+            io.move(away, str(source))
+        assert source.read_bytes() == b"taken again" and io.exists(away)
+    finally:
+        shutil.rmtree(os.path.dirname(os.path.dirname(away)), ignore_errors=True)
