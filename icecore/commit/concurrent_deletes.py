@@ -41,8 +41,13 @@ class ConcurrentDelete:
 class ConcurrentDeletes(Mapping[str, list[ConcurrentDelete]]):
     """The concurrent position deletes and DVs of each data file (by path) that has any."""
 
-    def __init__(self, by_data_file: Mapping[str, list[ConcurrentDelete]]) -> None:
+    def __init__(
+        self,
+        by_data_file: Mapping[str, list[ConcurrentDelete]],
+        superseded: Iterable[ConcurrentDelete] = (),
+    ) -> None:
         self._by_data_file = {path: list(found) for path, found in by_data_file.items() if found}
+        self._superseded = list(superseded)  # older DVs a newer one holds: not read
 
     @classmethod
     def applying_to(
@@ -56,14 +61,19 @@ class ConcurrentDeletes(Mapping[str, list[ConcurrentDelete]]):
             by_partition[(f.spec_id, f.partition)].append(f)
         found: dict[str, list[ConcurrentDelete]] = defaultdict(list)
         newest_dv: dict[str, ConcurrentDelete] = {}
+        superseded: list[ConcurrentDelete] = []
         for delete in added:
             d = delete.delete_file
             if d.is_deletion_vector:
                 path = d.referenced_data_file
                 if path in targets:
                     kept = newest_dv.get(path)
-                    if kept is None or kept.sequence_number < delete.sequence_number:
+                    newer = kept is None or kept.sequence_number < delete.sequence_number
+                    if newer:
                         newest_dv[path] = delete
+                    older = kept if newer else delete
+                    if older is not None:
+                        superseded.append(older)
                 continue
             if (one := referenced_data_file(d)) is not None:
                 if one in targets:
@@ -74,7 +84,7 @@ class ConcurrentDeletes(Mapping[str, list[ConcurrentDelete]]):
                     found[f.file_path].append(delete)
         for path, delete in newest_dv.items():
             found[path].append(delete)
-        return cls(found)
+        return cls(found, superseded)
 
     def __getitem__(self, data_file: str) -> list[ConcurrentDelete]:
         return self._by_data_file[data_file]
@@ -87,8 +97,10 @@ class ConcurrentDeletes(Mapping[str, list[ConcurrentDelete]]):
 
     @property
     def snapshot_ids(self) -> frozenset[int]:
-        """The concurrent commits whose deletes these are."""
-        return frozenset(d.snapshot_id for found in self.values() for d in found)
+        """The concurrent commits whose deletes these are, also those whose DV a later one
+        replaced (its positions are in the later one)."""
+        found = (d.snapshot_id for deletes in self.values() for d in deletes)
+        return frozenset((*found, *(d.snapshot_id for d in self._superseded)))
 
     @property
     def key(self) -> frozenset[tuple[str, str]]:

@@ -102,6 +102,7 @@ def test_dvs_committed_meanwhile_follow_the_rows_into_the_new_file(
     rewrite = compact_a(t, t.table)
     (first,) = t.deletion_vectors("w1", (t["a1"], [1]))  # id 2
     writer.new_row_delta().add_deletes(first).commit()
+    s1 = head_id(writer)
     (second,) = t.deletion_vectors("w2", (t["a1"], [0, 1]))  # id 1 too
     writer.new_row_delta().add_deletes(second).remove_deletes(first).commit()
     s2 = head_id(writer)
@@ -113,7 +114,8 @@ def test_dvs_committed_meanwhile_follow_the_rows_into_the_new_file(
     table = t.table.refresh()
     assert ids(table) == [10, 11]
     assert sorted(i for i, _, _ in agreed_rows(table, duck)) == [10, 11]
-    assert rewrite.rebased.snapshot_ids == {s2, s3}  # s1's DV is replaced by s2's: not read
+    # s1's DV is in s2's (which replaced it): not read, but s1's deletes are rebased too.
+    assert rewrite.rebased.snapshot_ids == {s1, s2, s3}
     assert rewrite.rebased.rows == 3
     assert list(dvs_of(table)) == ["compacted.parquet"]  # one DV, for the new file only
     (dv,) = rewrite.rebased.delete_files
