@@ -130,6 +130,22 @@ def test_figures_add_up_the_charted_fields() -> None:
             "rewrote 7 data files (1.5 GB) into 2, removed 3 delete files, in 1 commit",
         ),
         (
+            "rewrite_data_files",
+            {"rewritten_data_files": 40, "added_data_files": 4, "rewritten_bytes": 4096,
+             "removed_delete_files": 0, "commits": [7], "rebased_commits": 3,
+             "rebased_rows": 520},
+            "rewrote 40 data files (4.0 KB) into 4, removed 0 delete files, in 1 commit; rebased "
+            "520 rows other writers deleted meanwhile (3 commits)",
+        ),
+        (
+            "convert_equality_deletes",
+            {"removed_equality_delete_files": 1, "added_deletion_vectors": 2,
+             "deletion_vector_positions": 9, "data_files_scanned": 2, "snapshot_id": 4,
+             "rebased_commits": 1, "rebased_rows": 1},
+            "replaced 1 equality delete file with 2 deletion vectors (9 positions), scanning 2 "
+            "data files, in 1 commit; rebased 1 row other writers deleted meanwhile (1 commit)",
+        ),
+        (
             "rewrite_position_deletes",
             {"rewritten_delete_files": 4, "added_delete_files": 1, "rewritten_bytes": 2048,
              "removed_dangling_delete_files": 1, "commits": [1, 2],

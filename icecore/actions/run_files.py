@@ -19,6 +19,7 @@ collects their reports (Spark: `spark_jobs.writing.files`; the driver's threads)
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -147,6 +148,7 @@ class RunFiles:
         self._written: list[tuple[str, FileSet]] = []
         self._described: dict[str, Written] = {}  # what the writing tasks reported
         self._other: list[str] = []  # files written outside file sets (deletion vectors)
+        self._scratch: set[str] = set()  # files no commit ever references (row maps)
 
     def write_plan(
         self,
@@ -155,6 +157,7 @@ class RunFiles:
         max_records: int | None = None,
         *,
         location: str | None = None,
+        row_maps: bool = False,
     ) -> WritePlan:
         """What the writing tasks of `file_set` need (`TaskWriter`): the rows' columns
         `data_columns` (default: the file set's names) hold the file set's columns in order,
@@ -181,6 +184,7 @@ class RunFiles:
             partitions=self.partitions(file_set),
             hashed=self.hashed,
             grouped=file_set.groups is not None,
+            row_maps=row_maps,
         )
 
     def add(self, file_set: FileSet, described: Mapping[str, Written]) -> None:
@@ -189,13 +193,29 @@ class RunFiles:
         self._written.extend((path, file_set) for path in described)
 
     def position_map(self, inputs: Mapping[str, int]) -> SegmentMap:
-        """Where this run's rewrite put the rows of `inputs` (data file -> its rows), as its
-        tasks reported it (`icecore.data.position_maps`)."""
+        """Where this run's bin-packs put the rows of `inputs` (data file -> its rows), as
+        their tasks reported it (`icecore.data.position_maps`)."""
         positions = SegmentMap(inputs)
         for written in self._described.values():
-            if written.moved is not None:
+            if written.moved is not None and "segments" in json.loads(written.moved):
                 positions.add_report(written.moved)
         return positions
+
+    def row_maps(self) -> dict[str, str]:
+        """The row map beside each file a shuffling write wrote (new file -> its map); they
+        are the run's scratch files (`drop_scratch`)."""
+        found = {
+            path: json.loads(w.moved)["row_map"]
+            for path, w in self._described.items()
+            if w.moved is not None and "row_map" in json.loads(w.moved)
+        }
+        self._scratch.update(found.values())
+        return found
+
+    def drop_scratch(self) -> None:
+        """Delete the run's scratch files (row maps): the commit, or the failure, is past."""
+        self.io.delete_many(sorted(self._scratch))
+        self._scratch.clear()
 
     def track(self, locations: Iterable[str]) -> None:
         """Other files this run wrote (deletion vectors), for `discard`."""
@@ -246,7 +266,7 @@ class RunFiles:
     def discard(self) -> None:
         """Delete everything this run wrote (best effort: what stays is only an orphan)."""
         if self.locations.hashed:
-            self.io.delete_many([*self._described, *self._other])
+            self.io.delete_many([*self._described, *self._other, *self._scratch])
             return
         filesystem, path = self.io.resolve(self.location)
         try:

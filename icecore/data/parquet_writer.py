@@ -43,6 +43,7 @@ import pyarrow.parquet as pq
 from icecore.data.arrow_schema import arrow_schema
 from icecore.data.metrics import MetricsConfig, metrics_of
 from icecore.data.partition_texts import partition_values
+from icecore.data.position_maps import ROW_MAPS, SOURCE_FILE, SOURCE_POS, write_row_map
 from icecore.data.task_reports import Reported
 from icecore.errors import ValidationError
 from icecore.io import FileIO
@@ -152,6 +153,7 @@ class WritePlan:
     partitions: dict[str, Any]  # `FilePartitions.to_json()`
     hashed: dict[str, Any] | None = None  # `LocationProvider.to_json()`; None: below `location`
     grouped: bool = False  # the rows carry their group (`_group` column)
+    row_maps: bool = False  # the rows carry their source, a row map goes beside each file
 
     @classmethod
     def of(
@@ -170,6 +172,7 @@ class WritePlan:
         partitions: FilePartitions,
         hashed: LocationProvider | None = None,
         grouped: bool = False,
+        row_maps: bool = False,
     ) -> WritePlan:
         """The plan of files below `location` (or where the object-storage provider `hashed`
         puts them), with the table's Parquet properties."""
@@ -188,6 +191,7 @@ class WritePlan:
             partitions=partitions.to_json(),
             hashed=None if hashed is None else hashed.to_json(),
             grouped=grouped,
+            row_maps=row_maps,
         )
 
     def provider(self) -> LocationProvider | None:
@@ -222,6 +226,7 @@ class _OpenFile:
     buffered: list[pa.Table] = field(default_factory=list)
     buffered_bytes: int = 0
     nan_counts: dict[int, int] = field(default_factory=dict)
+    sources: list[pa.Table] = field(default_factory=list)  # with `row_maps`: rows' sources
 
     def flush(self) -> None:
         if self.buffered:
@@ -289,10 +294,16 @@ class TaskWriter:
         self.done: list[Reported] = []
 
     def add(
-        self, rows: pa.Table, *, group: int | None = None, values: Sequence[str | None] = ()
+        self,
+        rows: pa.Table,
+        *,
+        group: int | None = None,
+        values: Sequence[str | None] = (),
+        sources: pa.Table | None = None,
     ) -> None:
         """Write `rows`, all of `group` (if the write has groups) and of the partition whose
-        partition columns' values are `values` (their text forms, if it has such columns)."""
+        partition columns' values are `values` (their text forms, if it has such columns);
+        with the plan's `row_maps`, `sources` are the rows' sources, row for row."""
         key = (group, tuple(values))
         start = 0
         while start < rows.num_rows:
@@ -302,6 +313,8 @@ class TaskWriter:
             if self.plan.max_records:
                 room = min(room, self.plan.max_records - current.records)
             part = rows.slice(start, room)
+            if sources is not None:
+                current.sources.append(sources.slice(start, room))
             start += room
             current.buffered.append(part)
             current.buffered_bytes += part.nbytes
@@ -320,11 +333,14 @@ class TaskWriter:
         write, the group. Each combination of their values goes to files of its own."""
         rows = batch.select(self.plan.data_columns).rename_columns(self.schema.names)
         rows = rows.cast(self.schema)
+        sources = batch.select([SOURCE_FILE, SOURCE_POS]) if self.plan.row_maps else None
         which, keys = _keys(batch, key_columns)
         for index, key in enumerate(keys):
-            part = rows if len(keys) == 1 else rows.take(np.nonzero(which == index)[0])
+            chosen = None if len(keys) == 1 else np.nonzero(which == index)[0]
+            part = rows if chosen is None else rows.take(chosen)
+            came = sources if sources is None or chosen is None else sources.take(chosen)
             group, values = (key[-1], key[:-1]) if self.plan.grouped else (None, key)
-            self.add(part, group=group, values=values)
+            self.add(part, group=group, values=values, sources=came)
 
     def _start(self, key: FileKey) -> _OpenFile:
         if len(self.open) >= _MAX_OPEN:
@@ -353,7 +369,12 @@ class TaskWriter:
             opened.footers[0], size, self.iceberg_schema, self.metrics, opened.nan_counts
         )
         partition = None if opened.partition is None else json.dumps(opened.partition)
-        self.done.append((opened.location, key[0], partition, json.dumps(metrics), None))
+        moved = None
+        if self.plan.row_maps:
+            row_map = f"{self.plan.location}/{ROW_MAPS}/{opened.location.rsplit('/', 1)[-1]}"
+            write_row_map(self.io, row_map, opened.sources)
+            moved = json.dumps({"row_map": row_map})
+        self.done.append((opened.location, key[0], partition, json.dumps(metrics), moved))
 
     def close(self) -> list[Reported]:
         for key in list(self.open):

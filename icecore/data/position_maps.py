@@ -14,6 +14,14 @@ dropped, kept as compressed bitmaps. Every row the rewrite wrote lies in a segme
 position of an input that no segment holds was dropped. Its size grows with the deleted
 rows, not the rewritten ones (`nbytes`). A task builds its part with a `SegmentRecorder`:
 what it read, batch by batch, then the files its writer cut the rows into.
+
+`RowMap` is the map of a rewrite that shuffles (a sort, a move to another partition spec):
+rows reach their files in no order their sources give, so the rows carry their source
+(`SOURCE_FILE`, an input's number, and `SOURCE_POS`) to the writer, which writes beside each
+new file a row map (the sources of its rows, in order: `write_row_map`) into the run's own
+directory, never the table's files. The driver reads only the row maps of the files that can
+hold rows of inputs with deletes to follow, so its memory stays that of one file's map
+whatever the rewrite's size; the cost is the row maps' writing, a few bytes per row.
 """
 
 from __future__ import annotations
@@ -21,15 +29,24 @@ from __future__ import annotations
 import base64
 import json
 from collections import defaultdict
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
 
+from icecore.data.arrow_numpy import integers
+from icecore.io import FileIO
 from icecore.spec.deletion_vectors import DeletionVector
 
 _EMPTY = DeletionVector().to_portable()
+# The columns a shuffled row carries to the writer: its input's number and its position there.
+SOURCE_FILE, SOURCE_POS = "_src_file", "_src_pos"
+ROW_MAPS = "_row-maps"  # the directory of a write's row maps, below the write's own
+# A row as one long: its input's number above the position (below 2**40 rows per file).
+POSITION_BITS = 40
 
 
 class PositionMap(Protocol):
@@ -232,3 +249,81 @@ class SegmentRecorder:
         if room or next(files, None) is not None:
             raise ValueError(f"more rows were written than read: {written}")
         return out
+
+
+def write_row_map(io: FileIO, location: str, sources: Sequence[pa.Table]) -> None:
+    """Write the row map of one new file: `sources` (tables of `SOURCE_FILE`, `SOURCE_POS`)
+    in the order the file's rows were written."""
+    table = pa.concat_tables(sources) if sources else pa.table({SOURCE_FILE: [], SOURCE_POS: []})
+    table = table.select([SOURCE_FILE, SOURCE_POS]).cast(
+        pa.schema([(SOURCE_FILE, pa.int32()), (SOURCE_POS, pa.int64())])
+    )
+    with io.open_output(location, overwrite=True) as sink:
+        pq.write_table(table, sink, compression="zstd")
+
+
+class RowMap:
+    """A shuffling rewrite's `PositionMap`: the inputs' numbers, and per input the new
+    files that may hold its rows with each file's row map."""
+
+    def __init__(
+        self,
+        io: FileIO,
+        inputs: Mapping[str, int],
+        new_files: Mapping[str, Sequence[str]],
+        row_maps: Mapping[str, str],
+    ) -> None:
+        self.io = io
+        self._inputs = dict(inputs)  # input file -> its number in the rows' `SOURCE_FILE`
+        self._new_files = {path: list(files) for path, files in new_files.items()}
+        self._row_maps = dict(row_maps)  # new file -> its row map
+
+    def covers(self, data_file: str) -> bool:
+        """An input whose every candidate new file has its row map."""
+        files = self._new_files.get(data_file)
+        return (
+            data_file in self._inputs
+            and files is not None
+            and all(f in self._row_maps for f in files)
+        )
+
+    def move(self, deleted: Mapping[str, np.ndarray]) -> Iterator[tuple[str, np.ndarray]]:
+        keys = [
+            (np.int64(self._inputs[path]) << POSITION_BITS) | np.asarray(p, dtype=np.int64)
+            for path, p in deleted.items()
+        ]
+        if not keys:
+            return
+        wanted = np.unique(np.concatenate(keys))
+        files = sorted({f for path in deleted for f in self._new_files.get(path, ())})
+        for new_file in files:
+            with self.io.open_input(self._row_maps[new_file]) as source:
+                table = pq.read_table(source, columns=[SOURCE_FILE, SOURCE_POS])
+            numbers = integers(table.column(SOURCE_FILE).combine_chunks()).astype(np.int64)
+            positions = integers(table.column(SOURCE_POS).combine_chunks())
+            found = (numbers << POSITION_BITS) | positions
+            hits = np.flatnonzero(np.isin(found, wanted))
+            if len(hits):
+                yield new_file, hits.astype(np.int64)
+
+    @property
+    def files(self) -> list[str]:
+        """The row maps (scratch files of the run, deleted once it is done)."""
+        return list(self._row_maps.values())
+
+
+class CombinedMap:
+    """The map of a rewrite whose groups went different ways: each input by the map that
+    covers it."""
+
+    def __init__(self, maps: Sequence[PositionMap]) -> None:
+        self.maps = list(maps)
+
+    def covers(self, data_file: str) -> bool:
+        return any(m.covers(data_file) for m in self.maps)
+
+    def move(self, deleted: Mapping[str, np.ndarray]) -> Iterator[tuple[str, np.ndarray]]:
+        for m in self.maps:
+            mine = {path: p for path, p in deleted.items() if m.covers(path)}
+            if mine:
+                yield from m.move(mine)

@@ -49,6 +49,19 @@ def _commits(commits: list[int] | None, snapshot_id: int | None, failed: list[st
     return text
 
 
+def _rebased(
+    r: RewriteDataFilesResult | RewritePositionDeletesResult | ConvertEqualityDeletesResult,
+) -> str:
+    """`; rebased 520 rows other writers deleted meanwhile (3 commits)`: the concurrent
+    deletes the run carried onto its own files instead of giving way."""
+    if not r.rebased_commits:
+        return ""
+    return (
+        f"; rebased {_plural(r.rebased_rows, 'row')} other writers deleted meanwhile "
+        f"({_plural(r.rebased_commits, 'commit')})"
+    )
+
+
 def _ingest(r: IngestResult) -> str:
     if r.status == "already-committed":
         return f"batch {r.batch_id} was committed before: nothing to do"
@@ -76,13 +89,13 @@ def _convert(r: ConvertEqualityDeletesResult) -> str:
             f"replaced {_plural(r.removed_equality_delete_files, 'equality delete file')} "
             f"with {_plural(r.added_deletion_vectors, 'deletion vector')} "
             f"({_plural(r.deletion_vector_positions, 'position')}), scanning "
-            f"{_plural(r.data_files_scanned, 'data file')}{commits}"
+            f"{_plural(r.data_files_scanned, 'data file')}{commits}{_rebased(r)}"
         )
     return (
         f"replaced {_plural(r.removed_equality_delete_files, 'equality delete file')} "
         f"with {_plural(r.added_position_delete_files, 'position delete file')} "
         f"({_plural(r.added_position_deletes, 'row')} deleted), scanning "
-        f"{_plural(r.data_files_scanned, 'data file')}{commits}"
+        f"{_plural(r.data_files_scanned, 'data file')}{commits}{_rebased(r)}"
     )
 
 
@@ -94,7 +107,7 @@ def _minor(r: RewritePositionDeletesResult) -> str:
         f"({size(r.rewritten_bytes)}) into {r.added_delete_files}"
         f"{' deletion vectors' if r.added_deletion_vectors else ''}, dropped "
         f"{_plural(r.removed_dangling_delete_files, 'dangling delete file')}"
-        f"{_commits(r.commits, r.snapshot_id, r.failed_groups)}"
+        f"{_commits(r.commits, r.snapshot_id, r.failed_groups)}{_rebased(r)}"
     )
 
 
@@ -105,7 +118,7 @@ def _major(r: RewriteDataFilesResult) -> str:
         f"rewrote {_plural(r.rewritten_data_files, 'data file')} "
         f"({size(r.rewritten_bytes)}) into {r.added_data_files}, removed "
         f"{_plural(r.removed_delete_files, 'delete file')}"
-        f"{_commits(r.commits, r.snapshot_id, r.failed_groups)}"
+        f"{_commits(r.commits, r.snapshot_id, r.failed_groups)}{_rebased(r)}"
     )
 
 

@@ -44,6 +44,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from icecore.actions.live_files import equality_fields
+from icecore.data.position_maps import POSITION_BITS, SOURCE_FILE, SOURCE_POS
 from icecore.scan import FileScanTask
 from icecore.spec.manifest import DataFile, FileContent, content_key
 from icecore.spec.metadata_columns import (
@@ -66,7 +67,6 @@ from spark_jobs.schema import quoted
 # Delete rows up to this many are broadcast to the data rows' tasks: the data is then never
 # shuffled, which keeps a compaction close to a plain read and rewrite.
 BROADCAST_DELETE_ROWS = 4_000_000
-POSITION_BITS = 40  # positions below 2**40 rows per file; file ids fill the rest of a long
 
 
 class TaskGroup(Protocol):
@@ -137,13 +137,15 @@ class LiveRows:
 
     # The data side -------------------------------------------------------------------------
 
-    def of_group(self, group: TaskGroup) -> DataFrame:
+    def of_group(self, group: TaskGroup, *, sources: bool = False) -> DataFrame:
         """The table schema's columns of the group's live rows, then with `lineage` their
-        `_row_id` and `_last_updated_sequence_number`."""
+        `_row_id` and `_last_updated_sequence_number`, then with `sources` where each came
+        from: its file's number (`file_ids`) and its position there (the columns of
+        `icecore.data.position_maps`, for a rewrite's row maps)."""
         files = [(t.file.file_path, t.file.file_size_in_bytes) for t in group.tasks]
         columns = [F.col(quoted(f.name)) for f in self.schema.fields]
         deletes = group.delete_files
-        if not deletes and not self.lineage:
+        if not deletes and not self.lineage and not sources:
             return self._read(files, self.schema.fields).select(*columns)
         per_file = PerFile(
             [
@@ -170,7 +172,11 @@ class LiveRows:
         )
         for ids in by_ids:
             rows = self._apply_equality(rows, ids)
-        return rows.select(*columns, *(_lineage_columns() if self.lineage else ()))
+        return rows.select(
+            *columns,
+            *(_lineage_columns() if self.lineage else ()),
+            *((F.col(_ID).alias(SOURCE_FILE), F.col(_POS).alias(SOURCE_POS)) if sources else ()),
+        )
 
     def _read(
         self,

@@ -247,57 +247,57 @@ def _rewrite(
     committed: list[str] = []  # data files replaced by earlier commits of this attempt
     written: list[_Written] = []
     done: set[int] = set()  # groups committed or already cleaned up
-    with cleanup_on_failure(
-        table,
-        run,
-        committed=lambda: bool(committed),
-        uncommitted=lambda: [f for w in written if w.group.index not in done for f in w.files],
-    ):
-        files = write_groups(
-            spark,
+    try:
+        with cleanup_on_failure(
             table,
-            plan,
-            groups,
-            run=run,
-            sizes=rules.sizes,
-            spec_id=rules.output_spec_id,
-            order=order,
-            concurrency=options.max_concurrent_file_group_rewrites,
-        )
-        written = [_Written(g, files[g.index]) for g in groups]
-        positions = run.position_map(
-            {f.file_path: f.record_count for g in groups for f in g.data_files}
-        )
-        layout = _Layout(
-            table.metadata.current_schema_id,
-            rules.output_spec_id
-            if rules.output_spec_id == table.metadata.default_spec_id
-            else None,
-            positions if options.rebase_concurrent_deletes else None,
-        )
-        if before_commit is not None:
-            before_commit(table)
-        batches = commit_batches(
-            written, options.partial_progress_enabled, options.partial_progress_max_commits
-        )
-        commits_before = len(progress.commits)
-        for batch in batches:
-            try:
-                progress.commits.append(
-                    _commit(table, plan, batch, committed=committed, options=options, at=layout)
-                )
-            except CommitConflictError as exc:
-                if not options.partial_progress_enabled:
-                    raise
-                delete_quietly(table, [f for w in batch for f in w.files])
-                failed.append(
-                    FailedBatch(
-                        tuple(_partition(w.group) for w in batch),
-                        tuple(_describe(w.group) for w in batch),
-                        exc,
+            run,
+            committed=lambda: bool(committed),
+            uncommitted=lambda: [f for w in written if w.group.index not in done for f in w.files],
+        ):
+            files, positions = write_groups(
+                spark,
+                table,
+                plan,
+                groups,
+                run=run,
+                sizes=rules.sizes,
+                spec_id=rules.output_spec_id,
+                order=order,
+                concurrency=options.max_concurrent_file_group_rewrites,
+            )
+            written = [_Written(g, files[g.index]) for g in groups]
+            layout = _Layout(
+                table.metadata.current_schema_id,
+                rules.output_spec_id
+                if rules.output_spec_id == table.metadata.default_spec_id
+                else None,
+                positions if options.rebase_concurrent_deletes else None,
+            )
+            if before_commit is not None:
+                before_commit(table)
+            batches = commit_batches(
+                written, options.partial_progress_enabled, options.partial_progress_max_commits
+            )
+            commits_before = len(progress.commits)
+            for batch in batches:
+                try:
+                    progress.commits.append(
+                        _commit(table, plan, batch, committed=committed, options=options, at=layout)
                     )
-                )
-            done.update(w.group.index for w in batch)
+                except CommitConflictError as exc:
+                    if not options.partial_progress_enabled:
+                        raise
+                    delete_quietly(table, [f for w in batch for f in w.files])
+                    failed.append(
+                        FailedBatch(
+                            tuple(_partition(w.group) for w in batch),
+                            tuple(_describe(w.group) for w in batch),
+                            exc,
+                        )
+                    )
+                done.update(w.group.index for w in batch)
+    finally:
+        run.drop_scratch()
     return Attempted(progress.result(), len(progress.commits) - commits_before, failed)
 
 

@@ -52,6 +52,13 @@ from icecore.actions.file_sizes import FileSizeBounds
 from icecore.actions.rewrite_data_files import CompactionPlan, FileGroup
 from icecore.actions.run_files import FileSet, RunFiles
 from icecore.data.metrics import MetricsConfig
+from icecore.data.position_maps import (
+    SOURCE_FILE,
+    SOURCE_POS,
+    CombinedMap,
+    PositionMap,
+    RowMap,
+)
 from icecore.spec.manifest import DataFile, FileContent
 from icecore.spec.metadata_columns import POSITION_DELETE_NAMES, ROW_LINEAGE
 from icecore.spec.partitioning import PartitionSpec
@@ -92,8 +99,10 @@ def write_groups(
     spec_id: int,
     order: SortOrder | None,
     concurrency: int,
-) -> dict[int, list[DataFile]]:
-    """Write the live rows of `groups` below `run`; the files written, per group index."""
+) -> tuple[dict[int, list[DataFile]], PositionMap]:
+    """Write the live rows of `groups` below `run`; the files written, per group index, and
+    where each input row went (`icecore.data.position_maps`: segments the bin-packing tasks
+    report, row maps the shuffled groups' writers leave beside their files)."""
     metadata = table.metadata
     schema = metadata.schema()
     spec = metadata.spec_by_id(spec_id)
@@ -169,7 +178,16 @@ def write_groups(
     out: dict[int, list[DataFile]] = {g.index: [] for g in groups}
     for f, group in run.grouped_files():
         out[group].append(f)
-    return out
+    maps: list[PositionMap] = [
+        run.position_map({f.file_path: f.record_count for g in packed for f in g.data_files})
+    ]
+    if live is not None:
+        shuffled = [*same, *moved]
+        new_files = {
+            f.file_path: [n.file_path for n in out[g.index]] for g in shuffled for f in g.data_files
+        }
+        maps.append(RowMap(run.io, live.file_ids, new_files, run.row_maps()))
+    return out, CombinedMap(maps)
 
 
 class _GroupWriter:
@@ -208,7 +226,8 @@ class _GroupWriter:
         frame = reduce(DataFrame.union, [self._arranged(g, parts) for g in groups])
         if parts or self.sort:
             frame = frame.sortWithinPartitions(GROUP, *parts, *self.sort)
-        return write_frame(run, frame, self.file_set(name, groups, respec=respec), max_records)
+        file_set = self.file_set(name, groups, respec=respec)
+        return write_frame(run, frame, file_set, max_records, row_maps=True)
 
     def file_set(self, name: str, groups: Sequence[FileGroup], *, respec: bool = False) -> FileSet:
         """The data files of `groups`: in the groups' own partitions, or, rewritten into
@@ -226,8 +245,10 @@ class _GroupWriter:
 
     def _arranged(self, group: FileGroup, parts: list[Any]) -> DataFrame:
         assert self.live is not None, "groups Spark arranges need LiveRows"
-        rows = self.live.of_group(group)
-        rows = rows.select(*conform(rows.schema, self.file_schema.fields))
+        rows = self.live.of_group(group, sources=True)
+        rows = rows.select(
+            *conform(rows.schema, self.file_schema.fields), F.col(SOURCE_FILE), F.col(SOURCE_POS)
+        )
         if parts:
             rows = self.layout.with_partition_columns(rows)
         rows = rows.withColumn(GROUP, F.lit(group.index))

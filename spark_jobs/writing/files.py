@@ -22,6 +22,7 @@ import pyarrow as pa
 
 from icecore.actions.run_files import FileSet, RunFiles
 from icecore.data.parquet_writer import TaskWriter, WritePlan
+from icecore.data.position_maps import SOURCE_FILE, SOURCE_POS
 from icecore.data.task_reports import REPORTED, kept_files, written_batch
 from spark_jobs.common.errors import JobError
 from spark_jobs.common.worker import cheap_cache_invalidation, task_partition, worker_io
@@ -38,15 +39,21 @@ _GROUP_COLUMN = "_key_group"
 
 
 def write_frame(
-    run: RunFiles, frame: DataFrame, file_set: FileSet, max_records: int | None = None
+    run: RunFiles,
+    frame: DataFrame,
+    file_set: FileSet,
+    max_records: int | None = None,
+    *,
+    row_maps: bool = False,
 ) -> list[str]:
     """Write `frame` (the file set's columns, then its partition columns and, when it has
-    groups, the integer `_group`) as files of `run`; their locations.
+    groups, the integer `_group`; with `row_maps`, the rows' sources too) as files of `run`;
+    their locations. With `row_maps` a row map goes beside each file (`RunFiles.row_maps`).
 
     A source value the table's type cannot hold (a malformed uuid, a fixed value of the
     wrong length, ...) fails the write with a JobError naming the column."""
     try:
-        return _write(run, frame, file_set, max_records)
+        return _write(run, frame, file_set, max_records, row_maps)
     except Exception as exc:
         from spark_jobs.schema import invalid_value  # noqa: PLC0415 (Spark work only)
 
@@ -57,7 +64,7 @@ def write_frame(
 
 
 def _write(
-    run: RunFiles, frame: DataFrame, file_set: FileSet, max_records: int | None
+    run: RunFiles, frame: DataFrame, file_set: FileSet, max_records: int | None, row_maps: bool
 ) -> list[str]:
     from pyspark.sql import functions as F  # noqa: PLC0415 (Spark work only)
 
@@ -65,7 +72,8 @@ def _write(
 
     group_column = GROUP if file_set.groups is not None else None
     keys = {*file_set.partition_columns, *([group_column] if group_column else [])}
-    data_columns = [c for c in frame.columns if c not in keys]
+    sources = [SOURCE_FILE, SOURCE_POS] if row_maps else []
+    data_columns = [c for c in frame.columns if c not in keys and c not in sources]
     if len(data_columns) != len(file_set.schema.fields):
         raise JobError(
             f"expected the {len(file_set.schema.fields)} columns of the file set, "
@@ -77,8 +85,10 @@ def _write(
     ]
     if group_column:
         key_columns.append(F.col(quote_name(group_column)).cast("int").alias(_GROUP_COLUMN))
-    prepared = frame.select(*(F.col(quote_name(c)) for c in data_columns), *key_columns)
-    plan = run.write_plan(file_set, data_columns, max_records)
+    prepared = frame.select(
+        *(F.col(quote_name(c)) for c in data_columns), *key_columns, *(F.col(c) for c in sources)
+    )
+    plan = run.write_plan(file_set, data_columns, max_records, row_maps=row_maps)
     tasks = partial(_write_batches, payload=plan.to_json())
     reported = prepared.mapInArrow(tasks, reported_type()).collect()
     kept = kept_files(run.io, plan.location, reported)

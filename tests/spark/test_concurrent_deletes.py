@@ -11,12 +11,14 @@ PyIceberg (`racing.check`), and keeps one DV per data file on v3.
 from __future__ import annotations
 
 from collections import Counter
+from pathlib import Path
 
 import duckdb
 import pytest
 from pyspark.sql import SparkSession
 
 from icecore.catalog import SqlCatalog
+from icecore.data.position_maps import ROW_MAPS
 from icecore.errors import CommitConflictError
 from icecore.spec.manifest import FileContent
 from icecore.table import Table
@@ -154,3 +156,45 @@ def test_delete_compaction_keeps_both_sides(
     check(table, model, duck)
     check_rewrite(table, result.commits)
     one_dv_per_data_file(table)
+
+
+@pytest.mark.parametrize(
+    "case", [f"{shuffle}-v{version}" for shuffle in ("sort", "respec") for version in (2, 3)]
+)
+def test_shuffled_rewrite_follows_the_rows_through_its_row_maps(
+    spark: SparkSession,
+    catalog: SqlCatalog,
+    other: SqlCatalog,
+    duck: duckdb.DuckDBPyConnection,
+    case: str,
+) -> None:
+    """Rows a sort or a move to a new partition spec puts in an order no input gives: the
+    writer's deletes (v2: a position delete file; v3: a DV on every data file) land between
+    the rewrite's write and its commit, and the rewrite rebases them through the row maps its
+    writers left beside the new files, on its first plan; the row maps are gone after."""
+    shuffle, number = case.split("-v")
+    version = int(number)
+    model = RacedTable(catalog, "bucket(2, id)", seed=14, format_version=version)
+    for _ in range(4):
+        model.commit()
+    if shuffle == "respec":
+        catalog.load_table(TABLE).update_spec().add_field("ts", "day").commit()
+        options = RewriteDataFilesOptions(TABLE, rewrite_all=True, max_attempts=1)
+    else:
+        options = RewriteDataFilesOptions(
+            TABLE, rewrite_all=True, max_attempts=1, strategy="sort", sort_order="v desc"
+        )
+    racer = model.delete_rows_as_dvs if version == 3 else model.delete_row
+    deleting: list[int] = []
+    result = compact(spark, catalog, options, before_commit=lambda _: deleting.append(racer(other)))
+    table = catalog.load_table(TABLE)
+    assert (result.attempts, result.conflicts, result.failed_groups) == (1, [], [])
+    assert result.rebased_commits == 1 and result.rebased_rows > 0, result
+    check(table, model, duck)
+    check_rewrite(table, result.commits)
+    one_dv_per_data_file(table)
+    if shuffle == "respec":
+        current = table.metadata.default_spec_id
+        assert {e.data_file.spec_id for e in live(table)[FileContent.DATA]} == {current}
+    left = [p for p in Path(table.metadata.location).rglob("*") if ROW_MAPS in p.parts]
+    assert not [p for p in left if p.is_file()], left

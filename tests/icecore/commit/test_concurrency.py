@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import sqlalchemy
 
 from icecore.catalog.sql import SqlCatalog
 from icecore.errors import CommitConflictError
@@ -116,7 +117,16 @@ def _say(line: str) -> None:
 
 
 def _worker_catalog(config: dict[str, Any]) -> SqlCatalog:
-    return SqlCatalog(config["catalog"], config["uri"], config["warehouse"])
+    return SqlCatalog(config["catalog"], _tagged_uri(config), config["warehouse"])
+
+
+def _tagged_uri(config: dict[str, Any]) -> str:
+    """On PostgreSQL, the worker's connections carry its own application name, so that the
+    parent can tell when the server is done with what a killed worker had sent."""
+    uri = str(config["uri"])
+    if not uri.startswith("postgresql"):
+        return uri
+    return f"{uri}{'&' if '?' in uri else '?'}application_name={config['tag']}"
 
 
 def run_appends(config: dict[str, Any]) -> None:
@@ -215,6 +225,8 @@ class Worker:
     """
 
     def __init__(self, config: dict[str, Any]) -> None:
+        config = {**config, "tag": f"icefloe-worker-{uuid.uuid4().hex[:12]}"}
+        self.config = config
         env = {**os.environ, "PYTHONPATH": str(REPO)}
         self.process = subprocess.Popen(
             [sys.executable, __file__, json.dumps(config)],
@@ -251,9 +263,16 @@ class Worker:
         return line
 
     def kill(self) -> None:
+        """SIGKILL, then wait until the catalog's server has finished with the dead worker.
+
+        A worker killed right after sending its COMMIT leaves PostgreSQL to apply it moments
+        later; read before then, the table would lack a commit that is about to appear.
+        """
         if self.process.poll() is None:
             self.process.send_signal(signal.SIGKILL)
         self.process.wait()
+        if str(self.config["uri"]).startswith("postgresql"):
+            _wait_for_backends_gone(str(self.config["uri"]), self.config["tag"])
 
     def committed(self) -> list[str]:
         """Paths the worker reported committed; call once it has exited."""
@@ -263,6 +282,21 @@ class Worker:
 
     def attempts(self) -> int:
         return sum(int(line.split()[2]) for line in self.lines if line.startswith("committed "))
+
+
+def _wait_for_backends_gone(uri: str, tag: str, timeout: float = 30) -> None:
+    engine = sqlalchemy.create_engine(uri, poolclass=sqlalchemy.pool.NullPool)
+    query = sqlalchemy.text("select count(*) from pg_stat_activity where application_name = :tag")
+    deadline = time.monotonic() + timeout
+    try:
+        with engine.connect() as connection:
+            while connection.execute(query, {"tag": tag}).scalar_one():
+                if time.monotonic() > deadline:
+                    raise AssertionError(f"PostgreSQL still serves killed worker {tag}")
+                connection.rollback()  # a fresh snapshot of pg_stat_activity each time
+                time.sleep(0.02)
+    finally:
+        engine.dispose()
 
 
 Spawn = Callable[[dict[str, Any]], Worker]

@@ -1,15 +1,26 @@
 """`SegmentMap`, built by `SegmentRecorder` as a bin-pack task builds it, against the rows'
 real journey: a simulated bin-pack (splits read in order, rows dropped, files cut at a row
-limit) whose every written row is tracked one by one."""
+limit) whose every written row is tracked one by one; `RowMap` against a shuffle's."""
 
 from __future__ import annotations
 
 import itertools
+from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
 import pytest
 
-from icecore.data.position_maps import Segment, SegmentMap, SegmentRecorder
+from icecore.data.position_maps import (
+    SOURCE_FILE,
+    SOURCE_POS,
+    RowMap,
+    Segment,
+    SegmentMap,
+    SegmentRecorder,
+    write_row_map,
+)
+from icecore.io import FileIO
 
 
 def bin_pack(
@@ -82,3 +93,46 @@ def test_an_input_whose_rows_were_all_dropped_is_covered_with_nowhere_to_go() ->
     assert not positions.covers("cut") and not positions.covers("other")
     moved = list(positions.move({"gone": np.array([0, 5]), "kept": np.array([3, 4, 5])}))
     assert [(new, p.tolist()) for new, p in moved] == [("out", [3])]
+
+
+def test_a_row_map_follows_shuffled_rows_and_covers_only_inputs_with_every_map(
+    tmp_path: Path,
+) -> None:
+    """A sort spreads two inputs' rows over two files in an order neither gives; the row
+    maps written beside them send each deleted (input, position) to its new place, and an
+    input with a new file whose map is missing is not covered (its deletes must conflict)."""
+    rng = np.random.default_rng(7)
+    io = FileIO()
+    inputs = {"s3://b/t/data/in-0.parquet": 0, "s3://b/t/data/in-1.parquet": 1}
+    rows = [(n, p) for n in range(2) for p in range(500)]
+    order = rng.permutation(len(rows))
+    truth: dict[tuple[int, int], tuple[str, int]] = {}
+    row_maps = {}
+    for k, chunk in enumerate(np.array_split(order, 2)):
+        new_file = f"s3://b/t/data/out-{k}.parquet"
+        came = [rows[i] for i in chunk]
+        truth.update({old: (new_file, at) for at, old in enumerate(came)})
+        sources = pa.table({SOURCE_FILE: [n for n, _ in came], SOURCE_POS: [p for _, p in came]})
+        row_maps[new_file] = str(tmp_path / f"out-{k}.parquet")
+        write_row_map(io, row_maps[new_file], [sources.slice(0, 100), sources.slice(100)])
+    new_files = {path: sorted(row_maps) for path in inputs}
+    positions = RowMap(io, inputs, new_files, row_maps)
+    deleted = {path: rng.choice(500, 40, replace=False) for path in inputs}
+
+    moved = {f: set(p.tolist()) for f, p in positions.move(deleted)}
+
+    expected: dict[str, set[int]] = {}
+    for path, chosen in deleted.items():
+        for p in chosen.tolist():
+            new_file, at = truth[(inputs[path], p)]
+            expected.setdefault(new_file, set()).add(at)
+    assert moved == expected
+    assert all(positions.covers(path) for path in inputs)
+    missing = RowMap(
+        io,
+        inputs,
+        new_files,
+        {"s3://b/t/data/out-0.parquet": row_maps["s3://b/t/data/out-0.parquet"]},
+    )
+    assert not missing.covers("s3://b/t/data/in-0.parquet")
+    assert not positions.covers("s3://b/t/data/other.parquet")
