@@ -40,6 +40,11 @@ from pyspark.sql import types as T
 
 from icecore.actions.run_files import FileSet, RunFiles
 from icecore.catalog import SqlCatalog
+from icecore.jobs.jobs import (
+    ConvertEqualityDeletesOptions,
+    IngestOptions,
+    RewriteDataFilesOptions,
+)
 from icecore.spec.manifest import FileContent
 from icecore.spec.metadata_columns import POSITION_DELETE_SCHEMA
 from icecore.spec.properties import (
@@ -56,11 +61,6 @@ from spark_jobs.ingest import run as ingest
 from spark_jobs.reading.parquet_files import PerFile, read_parquet
 from spark_jobs.rewrite_data_files import run as compact
 from spark_jobs.schema import conform, quoted, spark_schema
-from spark_jobs.specs.jobs import (
-    ConvertEqualityDeletesOptions,
-    IngestOptions,
-    RewriteDataFilesOptions,
-)
 from spark_jobs.writing.files import write_frame
 from spark_jobs.writing.layout import PartitionLayout
 

@@ -38,10 +38,10 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from icecore.catalog import SqlCatalog
+from icecore.jobs.jobs import IngestOptions
 from icecore.spec.properties import PARQUET_COMPRESSION
 from spark_jobs.common.session import configure
 from spark_jobs.ingest import run as ingest
-from spark_jobs.specs.jobs import IngestOptions
 
 BAR = 1.5
 

@@ -47,6 +47,7 @@ from pyiceberg.table import StaticTable  # noqa: E402
 from table_files import BUCKETS, FIRST_DAY, SCHEMA, SPEC, FileFactory  # noqa: E402
 
 from icecore.catalog import SqlCatalog  # noqa: E402
+from icecore.jobs.jobs import RewriteManifestsOptions  # noqa: E402
 from icecore.spec.manifest import ManifestWriter  # noqa: E402
 from icecore.spec.manifest_list import (  # noqa: E402
     ManifestContent,
@@ -57,7 +58,6 @@ from icecore.spec.metadata import TableMetadata, write_table_metadata  # noqa: E
 from icecore.spec.refs import MAIN_BRANCH, SnapshotRef, SnapshotRefType  # noqa: E402
 from icecore.spec.snapshots import Operation, Snapshot, SummaryCounts, build_summary  # noqa: E402
 from spark_jobs.rewrite_manifests import run as rewrite_manifests  # noqa: E402
-from spark_jobs.specs.jobs import RewriteManifestsOptions  # noqa: E402
 from tests.support.duckdb import connect as duckdb_connect  # noqa: E402
 from tests.support.pyiceberg_appends import pyiceberg_appends  # noqa: E402
 

@@ -47,11 +47,11 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from icecore.catalog import SqlCatalog
+from icecore.jobs.jobs import RewriteDataFilesOptions
 from icecore.table import Table
 from spark_jobs.common.session import configure
 from spark_jobs.reading.parquet_files import PerFile, read_parquet
 from spark_jobs.rewrite_data_files import run as compact
-from spark_jobs.specs.jobs import RewriteDataFilesOptions
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))

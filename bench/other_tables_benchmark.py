@@ -46,9 +46,9 @@ import json, sys, time
 sys.path.insert(0, {root!r})
 from icecore.catalog import SqlCatalog
 from icecore.catalog.directories import TableDirectories, catalog_directories
-from spark_jobs.files.other_tables import other_tables
+from icecore.actions.other_tables import other_tables
 from spark_jobs.remove_orphan_files import run as remove_orphans
-from spark_jobs.specs.jobs import RemoveOrphanFilesOptions
+from icecore.jobs.jobs import RemoveOrphanFilesOptions
 catalog = SqlCatalog("default", warehouse={warehouse!r})
 table = catalog.load_table({cleaned!r})
 ours = TableDirectories.of(table.name, table.metadata.location, table.metadata.properties)

@@ -39,13 +39,13 @@ from typing import Any
 from objectstore_compaction_benchmark import BUCKET, start_moto
 
 from icecore.catalog import SqlCatalog
+from icecore.jobs.grammar import parse_size
+from icecore.jobs.jobs import RemoveOrphanFilesOptions
 from icecore.spec.schema import Schema
 from icecore.spec.types import LongType, NestedField
 from icecore.table import Table
 from icecore.trash import Trash
 from spark_jobs.remove_orphan_files import run as remove_orphan_files
-from spark_jobs.specs.grammar import parse_size
-from spark_jobs.specs.jobs import RemoveOrphanFilesOptions
 
 TABLE = "bench.t"
 WINDOW_MS = 3 * 86_400_000

@@ -32,11 +32,11 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from icecore.catalog import SqlCatalog
+from icecore.jobs.jobs import ConvertEqualityDeletesOptions, IngestOptions
 from icecore.spec.properties import FORMAT_VERSION, WRITE_TARGET_FILE_SIZE_BYTES
 from spark_jobs.common.session import configure
 from spark_jobs.convert_equality_deletes import run as convert_equality_deletes
 from spark_jobs.ingest import run as ingest
-from spark_jobs.specs.jobs import ConvertEqualityDeletesOptions, IngestOptions
 
 TABLE = "bench.t"
 APPENDS = 4

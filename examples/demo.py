@@ -89,7 +89,7 @@ def health(table: str) -> dict[str, Any]:
 
 
 def print_health(title: str, state: dict[str, Any]) -> None:
-    from spark_jobs.specs.grammar import describe_size  # noqa: PLC0415
+    from icecore.jobs.grammar import describe_size  # noqa: PLC0415
 
     s = state["summary"]
     positions, equalities = s["position_delete_records"], s["equality_delete_records"]

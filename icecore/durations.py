@@ -3,14 +3,14 @@
     parse_duration_ms("1d12h") == 129_600_000
     format_duration_ms(259_200_000) == "3d"
 
-Job flags, Airflow form fields, `tables.yaml` settings (all through `spark_jobs.specs.grammar`)
+Job flags, Airflow form fields, `tables.yaml` settings (all through `icecore.jobs.grammar`)
 and icefloe's own duration-valued table properties (`icecore.spec.properties`, such as
 `icefloe.trash.retention`) read durations here, so `3d` means the same wherever it is typed
 and is refused the same way. Nothing is guessed: a bare number is refused (seconds or
 milliseconds would be a guess) and a duration must come to whole milliseconds.
 
 Standard library only, and importing nothing else of icecore: the jobs' declarations
-(`spark_jobs.specs`, imported by Airflow workers that build forms) use it too.
+(`icecore.jobs`, imported by Airflow workers that build forms) use it too.
 """
 
 from __future__ import annotations

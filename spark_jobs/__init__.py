@@ -5,17 +5,17 @@ plans.
 
 - one package or module per job, named after it, each with `run(spark, catalog, options)`:
   `ingest`, `convert_equality_deletes`, `rewrite_position_deletes`, `rewrite_data_files`,
-  `rewrite_manifests`, `expire_snapshots`, `remove_orphan_files`; their options and results
-  are declared once in `specs`;
+  `rewrite_manifests`, `expire_snapshots`, `remove_orphan_files`; their options, results
+  and command lines are declared once in `icecore.jobs`;
 - what several jobs share: `reading` (table files read into Spark through FileIO, live rows
   with their deletes applied, deletion vectors' positions), `writing` (the partition columns
   and transforms Spark computes, and the tasks running icecore's file writers), `files`
-  (listing, deletion, other tables' files), `schema` (Iceberg <-> Spark types), `common`
-  (the command line, the session, packaging, the conflict-retry adapter, the Python
-  workers' FileIO).
+  (listing, deletion and the trash in Spark tasks), `schema` (Iceberg <-> Spark types),
+  `common` (the command line, the session, packaging, the Python workers' FileIO).
 
 What a job decides from metadata alone is icecore's (`icecore.actions`: the planners, what
-they plan from, the files of a run, how commits batch and retry after a conflict), and so is
+they plan from, the files of a run, how commits batch and retry after a conflict, which files
+orphan removal must keep), and so is
 what a task does without Spark (`icecore.data`: Parquet and Puffin writers that describe
 their files, delete application in Arrow, bucket hashing); a job runs those plans in Spark
 and commits them.

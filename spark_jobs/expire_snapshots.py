@@ -4,7 +4,7 @@
     spark-submit --py-files dist/icefloe.zip spark_jobs/main.py expire_snapshots \\
         --warehouse /data/wh --table db.events --older-than 7d --retain-last 10
 
-Options: `spark_jobs.specs.jobs.ExpireSnapshotsOptions` (the README's table). The floor:
+Options: `icecore.jobs.jobs.ExpireSnapshotsOptions` (the README's table). The floor:
 nothing younger than `--min-age` (1h) is expired unless `--force`; the current snapshot (the
 head of `main`), and every other branch head and tag, are never expired; refs past their
 `max-ref-age-ms` are removed first, as in Iceberg. From `--executor-delete-threshold` files on
@@ -45,9 +45,14 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
+from icecore.actions.other_tables import OtherTables, ownership
 from icecore.catalog import Catalog
 from icecore.catalog.directories import TableDirectories, catalog_directories
 from icecore.io import FileIO
+from icecore.jobs.errors import JobError
+from icecore.jobs.grammar import format_duration_ms, format_ms, parse_instant_ms
+from icecore.jobs.jobs import ExpireSnapshotsOptions
+from icecore.jobs.results import ExpireSnapshotsResult
 from icecore.spec.metadata import TableMetadata
 from icecore.spec.metadata_builder import PARTITION_STATISTICS, STATISTICS
 from icecore.spec.metadata_builder import now_ms as current_time_ms
@@ -55,13 +60,8 @@ from icecore.spec.properties import METADATA_DELETE_AFTER_COMMIT_ENABLED
 from icecore.table import Table
 from icecore.trash import records as trashed
 from icecore.updates import ExpirationResult, ExpireSnapshots, UnreachableFiles
-from spark_jobs.common.errors import JobError
 from spark_jobs.common.session import SessionSource
-from spark_jobs.files.other_tables import OtherTables, ownership
 from spark_jobs.files.trashing import Removal, retention_of, take_out
-from spark_jobs.specs.grammar import format_duration_ms, format_ms, parse_instant_ms
-from spark_jobs.specs.jobs import ExpireSnapshotsOptions
-from spark_jobs.specs.results import ExpireSnapshotsResult
 
 LOG = logging.getLogger("icefloe.expire_snapshots")
 _MAX_REPORTED_FAILURES = 20

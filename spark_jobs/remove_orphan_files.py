@@ -4,7 +4,7 @@
     spark-submit --py-files dist/icefloe.zip spark_jobs/main.py remove_orphan_files \\
         --warehouse /data/wh --table db.events --older-than 3d --dry-run
 
-Options: `spark_jobs.specs.jobs.RemoveOrphanFilesOptions` (the README's table). Only files
+Options: `icecore.jobs.jobs.RemoveOrphanFilesOptions` (the README's table). Only files
 last modified before `--older-than` (3d) go: younger ones may belong to a commit in progress,
 and files whose storage reports no modification time are never deleted. An `--older-than`
 later than `--min-age` (1d) ago is refused unless `--force` (Iceberg's procedure refuses under
@@ -16,7 +16,7 @@ except for scheme or authority: `error` (nothing is deleted), `ignore` or `delet
 driver lists the top `--listing-depth` levels itself; from `--parallel-listing-threshold`
 directories on, they are listed recursively on the executors.
 
-Other tables' files are never deleted (`spark_jobs.files.other_tables`): the catalog is
+Other tables' files are never deleted (`icecore.actions.other_tables`): the catalog is
 listed once (with a SQL catalog, every catalog name in its database) and every table's
 metadata read; a table nested under the cleaned location (the default layout of nested
 namespaces) is excluded whole, a table whose directories contain it has its referenced files
@@ -25,7 +25,7 @@ where its files could be, makes the job refuse. Tables of catalogs the job canno
 catalog in another database on the same warehouse) are out of its sight: name their
 locations with `--protected-location`.
 
-Which files are referenced: `spark_jobs.files.referenced` (every metadata version
+Which files are referenced: `icecore.actions.referenced_files` (every metadata version
 in the log and the current one, their snapshots' manifest lists, manifests, data and delete
 files, statistics files, `version-hint.text`). The listing happens before the metadata is
 loaded, so a commit landing meanwhile protects its files. Hidden files and directories (names
@@ -62,25 +62,25 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from icecore.actions.other_tables import OtherTables, other_tables, refuse_conflicts
+from icecore.actions.referenced_files import referenced_files
 from icecore.catalog import Catalog
 from icecore.catalog.directories import TableDirectories, catalog_directories
 from icecore.errors import FileError
 from icecore.io import FileIO
 from icecore.io.locations import is_within, split_location
+from icecore.jobs.errors import JobError
+from icecore.jobs.grammar import format_duration_ms, format_ms, parse_instant_ms
+from icecore.jobs.jobs import RemoveOrphanFilesOptions
+from icecore.jobs.results import RemoveOrphanFilesResult
 from icecore.orphans import DEFAULT_EQUAL_SCHEMES, LocationMatcher, classify, is_hidden
 from icecore.spec.metadata_builder import now_ms as current_time_ms
 from icecore.spec.properties import GC_ENABLED
 from icecore.trash import TRASH_DIRECTORY
 from icecore.trash.records import ORPHAN
-from spark_jobs.common.errors import JobError
 from spark_jobs.common.session import SessionSource
 from spark_jobs.files.listing import list_files
-from spark_jobs.files.other_tables import OtherTables, other_tables, refuse_conflicts
-from spark_jobs.files.referenced import referenced_files
 from spark_jobs.files.trashing import retention_of, take_out
-from spark_jobs.specs.grammar import format_duration_ms, format_ms, parse_instant_ms
-from spark_jobs.specs.jobs import RemoveOrphanFilesOptions
-from spark_jobs.specs.results import RemoveOrphanFilesResult
 
 LOG = logging.getLogger("icefloe.remove_orphan_files")
 _MAX_REPORTED_FAILURES = 20

@@ -39,6 +39,7 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from icecore.jobs.errors import JobError
 from icecore.spec.schema import Schema
 from icecore.spec.types import (
     BinaryType,
@@ -66,7 +67,6 @@ from icecore.spec.types import (
     type_from_json,
 )
 from icecore.updates.schema_changes import assign_fresh_ids
-from spark_jobs.common.errors import JobError
 
 FIELD_ID_KEY = "parquet.field.id"
 ICEBERG_TYPE_KEY = "icefloe.iceberg.type"

@@ -16,10 +16,10 @@ import pytest
 from pyiceberg.table import StaticTable
 
 from icecore.catalog import SqlCatalog
+from icecore.jobs.argv import CATALOG_URI_ENV, CatalogArgs, parse_job_args
+from icecore.jobs.errors import JobError
+from icecore.jobs.jobs import JOBS
 from spark_jobs.common.cli import main, open_catalog
-from spark_jobs.common.errors import JobError
-from spark_jobs.specs.argv import CATALOG_URI_ENV, CatalogArgs, parse_job_args
-from spark_jobs.specs.jobs import JOBS
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -1,4 +1,4 @@
-"""The jobs' results, declared once (`spark_jobs.specs.results`): every job has its class,
+"""The jobs' results, declared once (`icecore.jobs.results`): every job has its class,
 its JSON round-trips, another version's JSON still reads, the charted figures add up the
 fields each class names, and the plugin's sentences read the fields."""
 
@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 from icefloe_airflow.results import describe
 
-from spark_jobs.specs import JOBS
-from spark_jobs.specs.results import (
+from icecore.jobs import JOBS
+from icecore.jobs.results import (
     RESULTS,
     ExpireSnapshotsResult,
     Figures,

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from spark_jobs.specs import JOBS, OptionError
-from spark_jobs.specs.argv import build_parser, parse_job_args
-from spark_jobs.specs.docs import options_section
-from spark_jobs.specs.grammar import (
+from icecore.jobs import JOBS, OptionError
+from icecore.jobs.argv import build_parser, parse_job_args
+from icecore.jobs.docs import options_section
+from icecore.jobs.grammar import (
     format_duration_ms,
     format_size,
     parse_duration_ms,
@@ -15,7 +15,7 @@ from spark_jobs.specs.grammar import (
     parse_ratio,
     parse_size,
 )
-from spark_jobs.specs.jobs import (
+from icecore.jobs.jobs import (
     ExpireSnapshotsOptions,
     IngestOptions,
     RemoveOrphanFilesOptions,
@@ -174,7 +174,7 @@ def test_the_declarations_import_only_the_standard_library() -> None:
                 top = name.split(".")[0]
                 assert (
                     top in sys.stdlib_module_names
-                    or name.startswith("spark_jobs.specs")
+                    or name.startswith("icecore.jobs")
                     or name in STANDARD_LIBRARY_ONLY
                 ), (
                     path.name,
@@ -191,7 +191,7 @@ def test_docs_tables_list_every_option() -> None:
 
 def test_the_readme_shows_the_declarations() -> None:
     """The README's option tables are the generated ones: an option documented by hand and
-    declared differently fails here (regenerate with `python -m spark_jobs.specs.docs`)."""
+    declared differently fails here (regenerate with `python -m icecore.jobs.docs`)."""
     from pathlib import Path  # noqa: PLC0415
 
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()

@@ -21,10 +21,9 @@ FORBIDDEN = {
     "dags": {"pyspark", "spark_jobs"},
 }
 # The operators ship icecore and spark_jobs to the cluster as a zip, built by the one module
-# that knows what goes in it; and they build forms and check options from the jobs' option
-# declarations. Both import nothing beyond the standard library (and the declarations, each
-# other), so an Airflow worker needs neither Spark nor the jobs' dependencies.
-ALLOWED = {("plugins", "spark_jobs.common.packaging"), ("plugins", "spark_jobs.specs")}
+# that knows what goes in it. It imports nothing beyond the standard library, so an Airflow
+# worker needs neither Spark nor the jobs' dependencies.
+ALLOWED = {("plugins", "spark_jobs.common.packaging")}
 ALLOWED_LAYERS = {"dags": "plugins"}  # DAG files may use what plugins may
 
 
@@ -85,9 +84,13 @@ _IMPORT_EVERY_MODULE = textwrap.dedent(
 
 
 # Engine-neutral code that lived in spark_jobs once: planners, what they plan from, the task
-# code Spark tasks and the driver's threads run alike, and the one conflict-retry loop.
+# code Spark tasks and the driver's threads run alike, the one conflict-retry loop, and the
+# jobs' declarations (options, results, command lines) that the Airflow side reads too.
 MOVED_FROM_THE_JOBS = {
     "icecore.actions.batch_ids",
+    "icecore.actions.other_tables",
+    "icecore.actions.referenced_files",
+    "icecore.actions.table_setup",
     "icecore.actions.committing",
     "icecore.actions.live_files",
     "icecore.actions.manifests_in_threads",
@@ -103,6 +106,13 @@ MOVED_FROM_THE_JOBS = {
     "icecore.data.parquet_writer",
     "icecore.data.partition_texts",
     "icecore.data.task_reports",
+    "icecore.jobs.argv",
+    "icecore.jobs.attempts",
+    "icecore.jobs.errors",
+    "icecore.jobs.jobs",
+    "icecore.jobs.progress",
+    "icecore.jobs.results",
+    "icecore.jobs.where",
 }
 
 
@@ -314,6 +324,26 @@ def test_no_import_cycles_among_our_modules() -> None:
     assert "icecore.io.fileio" in modules and "icefloe_airflow.results" in modules
     cycles = import_cycles(import_graph(modules))
     assert cycles == []
+
+
+# spark_jobs is the Spark side only: every module of it runs Spark, directly or through what it
+# imports, but for its packages' docstrings and the zip the jobs are shipped in (which the
+# operators build too). Engine-neutral code goes to icecore, where a driver can use it.
+SPARK_FREE_JOBS_MODULES = {"spark_jobs.common.packaging"}
+
+
+def test_every_spark_jobs_module_needs_spark() -> None:
+    modules = package_modules({"spark_jobs": PACKAGES["spark_jobs"]})
+    graph = import_graph(modules)
+    needs = {
+        module
+        for module, path in modules.items()
+        if any(imported.split(".")[0] == "pyspark" for imported, _ in runtime_imports(path))
+    }
+    while grown := {m for m, edges in graph.items() if m not in needs and edges & needs}:
+        needs |= grown
+    packages = {m for m, path in modules.items() if path.name == "__init__.py"}
+    assert set(modules) - needs - packages == SPARK_FREE_JOBS_MODULES
 
 
 def test_the_cycle_check_sees_runtime_edges_only(tmp_path: Path) -> None:

@@ -14,12 +14,12 @@ import pytest
 from icefloe_airflow.command.cli import main
 
 from icecore.catalog import SqlCatalog
+from icecore.jobs.jobs import ExpireSnapshotsOptions, RemoveOrphanFilesOptions
 from icecore.spec.metadata_builder import PARTITION_STATISTICS, MetadataBuilder
 from icecore.table import Table
 from icecore.trash import PurgeRecord, Trash
 from spark_jobs.expire_snapshots import run as expire
 from spark_jobs.remove_orphan_files import run as remove_orphan_files
-from spark_jobs.specs.jobs import ExpireSnapshotsOptions, RemoveOrphanFilesOptions
 from tests.support.catalogs import append_rows
 from tests.support.committing import SCHEMA, rows
 

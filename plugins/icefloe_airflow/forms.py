@@ -1,6 +1,6 @@
 """The trigger form of each job's DAG, derived from the job's option declarations.
 
-Every field is what the job takes (`spark_jobs.specs.jobs`), with the option's title, its
+Every field is what the job takes (`icecore.jobs.jobs`), with the option's title, its
 words and its unit. Values are typed as text and parsed by the jobs' own grammar when the
 task starts (`icefloe_airflow.operators.base`), so what a person types reaches the job
 unchanged or is refused in words naming the field: no number field silently drops `MB` from
@@ -19,8 +19,8 @@ from typing import Any
 
 from airflow.sdk import Param
 
-from spark_jobs.specs.jobs import TABLE
-from spark_jobs.specs.options import BOOLEAN, TEXT, JobSpec, Option
+from icecore.jobs.jobs import TABLE
+from icecore.jobs.options import BOOLEAN, TEXT, JobSpec, Option
 
 _NUMERIC = frozenset({"size", "integer", "ratio"})
 

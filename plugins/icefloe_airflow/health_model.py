@@ -72,8 +72,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from icecore.jobs.grammar import describe_size
 from icefloe_airflow.policy import JOB_ORDER, MaintenancePolicy, format_duration
-from spark_jobs.specs.grammar import describe_size
 
 if TYPE_CHECKING:
     from icecore.health import FileHealth, HealthReport, PartitionHealth

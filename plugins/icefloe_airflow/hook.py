@@ -43,14 +43,14 @@ from sqlalchemy.engine import make_url
 from icecore.catalog import Catalog, catalog_from_settings
 from icecore.catalog.registry import REST, SQL, catalog_type
 from icecore.io.properties import is_secret
-from icefloe_airflow.state import MaintenanceStore
-from icefloe_airflow.state_db import configured_state_uri
-from spark_jobs.specs.argv import (
+from icecore.jobs.argv import (
     CATALOG_CREDENTIAL_ENV,
     CATALOG_PROPERTIES_ENV,
     CATALOG_TOKEN_ENV,
     CATALOG_URI_ENV,
 )
+from icefloe_airflow.state import MaintenanceStore
+from icefloe_airflow.state_db import configured_state_uri
 
 if TYPE_CHECKING:
     from icecore.table import Table

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from airflow.sdk import DAG
 
+from icecore.jobs.docs import option_table
+from icecore.jobs.jobs import JOBS
 from icefloe_airflow.forms import job_params
 from icefloe_airflow.operators import OPERATORS, IcefloeJobOperator
-from spark_jobs.specs.docs import option_table
-from spark_jobs.specs.jobs import JOBS
 
 # Ingest batches of different tables may run side by side; maintenance waits on the table's
 # lock anyway, so a few concurrent runs are enough.
@@ -32,7 +32,7 @@ def job_dag_id(job: str) -> str:
 
 
 def job_dag(job: str) -> DAG:
-    """The hand-triggered DAG of `job` (a name in `spark_jobs.specs.jobs.JOBS`)."""
+    """The hand-triggered DAG of `job` (a name in `icecore.jobs.jobs.JOBS`)."""
     spec = JOBS[job]
     kind = "maintenance" if spec.maintenance else "ingest"
     with DAG(

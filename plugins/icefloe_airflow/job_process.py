@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from spark_jobs.specs.argv import REMOTE_ENV
+from icecore.jobs.argv import REMOTE_ENV
 
 # Tells the job that its runner configured Spark's logging (`spark_log`), so it leaves Spark's
 # levels alone; run by hand, a job turns Spark down to warnings itself

@@ -59,14 +59,14 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from icecore.manifest_stats import MAX_DATA_MANIFESTS
-from spark_jobs.specs.grammar import (
+from icecore.jobs.grammar import (
     DURATION_EXAMPLE,
     format_duration_ms,
     parse_duration_ms,
     parse_ratio,
     parse_size,
 )
+from icecore.manifest_stats import MAX_DATA_MANIFESTS
 
 JOB_ORDER = (
     "convert_equality_deletes",
@@ -84,7 +84,7 @@ DECIDED_AFTER_REWRITES = frozenset({"rewrite_manifests"})
 
 def parse_duration(value: Any, key: str = "duration") -> timedelta:
     """A duration in the jobs' grammar (`7d`, `36h`, `1d12h`, `90m`; see
-    `spark_jobs.specs.grammar`) or a timedelta; ValueError naming `key` otherwise. A bare
+    `icecore.jobs.grammar`) or a timedelta; ValueError naming `key` otherwise. A bare
     number is refused, as everywhere: seconds or milliseconds would be a guess."""
     if isinstance(value, timedelta):
         if value < timedelta(0):

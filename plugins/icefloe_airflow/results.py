@@ -4,7 +4,7 @@
     == "rewrote 7 data files (1.2 GB) into 2, removed 3 delete files, in 1 commit"
 
 Each job has one sentence built from the fields of its result class
-(`spark_jobs.specs.results`); anything else stays in the JSON, which the page keeps behind a
+(`icecore.jobs.results`); anything else stays in the JSON, which the page keeps behind a
 toggle. Unknown jobs fall back to the first few counters, so a new job shows something before
 it gets its sentence.
 """
@@ -15,8 +15,8 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from spark_jobs.specs.grammar import describe_size as size
-from spark_jobs.specs.results import (
+from icecore.jobs.grammar import describe_size as size
+from icecore.jobs.results import (
     ConvertEqualityDeletesResult,
     ExpireSnapshotsResult,
     IngestResult,

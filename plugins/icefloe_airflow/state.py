@@ -26,7 +26,7 @@ use:
 - `icefloe_maintenance_runs`: one row per job run (state running/success/failed, the job's JSON
   result or its one-line cause), read by the policy (when did expiry last succeed?) and the UI.
   The figures the UI charts (`rewritten_bytes`, `removed_files`: the result's `figures()`, see
-  `spark_jobs.specs.results`) have columns of their own, set when the run finishes; a store
+  `icecore.jobs.results`) have columns of their own, set when the run finishes; a store
   made before they existed gets them when first opened, filled in from the stored results.
   A run whose worker died cannot finish its own row; it is marked failed ("abandoned") when
   its lease is taken over, or when Airflow starts the next try of the same task.
@@ -70,8 +70,8 @@ from sqlalchemy import (
 )
 from sqlalchemy.exc import DBAPIError, IntegrityError
 
+from icecore.jobs.results import JobResult, result_of
 from icefloe_airflow.state_db import create_state_engine
-from spark_jobs.specs.results import JobResult, result_of
 
 log = logging.getLogger(__name__)
 

@@ -6,8 +6,8 @@
     SPARK_REMOTE=sc://host:15002 python -m spark_jobs <job> ...     # on a Spark Connect server
     python spark_jobs/main.py <job> --remote sc://host:15002 ...    # the same
 
-`<job>` is a name of `spark_jobs.specs.jobs.JOBS`; its options come from the job's
-declaration (`spark_jobs.specs.argv`), the catalog options every job shares from
+`<job>` is a name of `icecore.jobs.jobs.JOBS`; its options come from the job's
+declaration (`icecore.jobs.argv`), the catalog options every job shares from
 `CatalogArgs`: `--catalog-uri` (default: `$ICEFLOE_CATALOG_URI`, else the SQLite file
 `catalog.db` in the warehouse; the variable keeps a password off the command line, which
 process listings and scheduler logs show), `--catalog-property K=V` (repeatable, e.g. FileIO's
@@ -65,16 +65,16 @@ from typing import Any, NoReturn, TextIO
 
 from icecore.catalog import Catalog, catalog_from_settings
 from icecore.errors import IcecoreError
-from spark_jobs.common.errors import JobError
-from spark_jobs.specs.argv import (
+from icecore.jobs.argv import (
     RESULT_FILE_ENV,
     CatalogArgs,
     catalog_settings,
     checked_remote,
     parse_job_args,
 )
-from spark_jobs.specs.jobs import JOBS
-from spark_jobs.specs.options import OptionError
+from icecore.jobs.errors import JobError
+from icecore.jobs.jobs import JOBS
+from icecore.jobs.options import OptionError
 
 EXIT_FAILED = 1
 EXIT_USAGE = 2

@@ -29,7 +29,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING
 from urllib.parse import urlparse
 
-from spark_jobs.common.errors import JobError
+from icecore.jobs.errors import JobError
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

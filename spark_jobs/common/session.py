@@ -30,9 +30,9 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
+from icecore.jobs.argv import REMOTE_ENV
+from icecore.jobs.errors import JobError
 from spark_jobs.common.connect import is_connect, private_session, shared_session
-from spark_jobs.common.errors import JobError
-from spark_jobs.specs.argv import REMOTE_ENV
 
 if TYPE_CHECKING:
     from typing import TypeAlias

@@ -64,17 +64,17 @@ from icecore.commit.delete_rewrite import DeleteRewrite
 from icecore.commit.rebase import Rebased
 from icecore.data.dv_files import DVTarget, WrittenDVs, previous_deletes
 from icecore.data.equality_conversion import Target, key_bytes
+from icecore.jobs.attempts import run_attempts
+from icecore.jobs.errors import JobError
+from icecore.jobs.jobs import ConvertEqualityDeletesOptions
+from icecore.jobs.progress import size
+from icecore.jobs.results import ConvertEqualityDeletesResult
 from icecore.spec.manifest import DataFile, FileContent
 from icecore.spec.snapshots import ICEFLOE_JOB, Snapshot
 from icecore.spec.types import NestedField
 from icecore.table import Table
-from spark_jobs.common.attempts import run_attempts
-from spark_jobs.common.errors import JobError
-from spark_jobs.common.progress import size
 from spark_jobs.common.session import SessionSource, configure, session_of
 from spark_jobs.convert_equality_deletes.in_tasks import Work, convert_in_tasks
-from spark_jobs.specs.jobs import ConvertEqualityDeletesOptions
-from spark_jobs.specs.results import ConvertEqualityDeletesResult
 from spark_jobs.writing.deletion_vectors import write_deletion_vectors
 from spark_jobs.writing.grouped_deletes import write_position_deletes
 

@@ -19,13 +19,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from icecore.errors import ValidationError
+from icecore.jobs.errors import JobError
+from icecore.jobs.grammar import format_duration_ms
 from icecore.spec.properties import TRASH_RETENTION
 from icecore.table import Table
 from icecore.trash import PurgedFile, Trash, new_run_id, purged_files
-from spark_jobs.common.errors import JobError
 from spark_jobs.common.session import SessionSource
 from spark_jobs.files.deletion import move_and_delete
-from spark_jobs.specs.grammar import format_duration_ms
 
 LOG = logging.getLogger("icefloe.trash")
 _MAX_REPORTED = 20
@@ -64,7 +64,7 @@ class Removal:
     logged: bool = False  # the run wrote a deletion log (under its id)
 
     def report(self) -> dict[str, Any]:
-        """The result counters both jobs share (`spark_jobs.specs.results.TrashingResult`)."""
+        """The result counters both jobs share (`icecore.jobs.results.TrashingResult`)."""
         return {
             "trash_retention": format_duration_ms(self.retention_ms),
             "trash_run": self.run if self.trashed_files or self.logged else None,

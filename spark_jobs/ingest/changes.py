@@ -24,7 +24,7 @@ from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from spark_jobs.common.errors import JobError
+from icecore.jobs.errors import JobError
 from spark_jobs.ingest.source import ORDER_COLUMNS
 from spark_jobs.schema import quote_name
 

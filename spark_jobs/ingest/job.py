@@ -23,11 +23,15 @@ from pyspark.sql import types as T
 
 from icecore.actions.batch_ids import BatchAlreadyCommitted, committed_batch, guard_batch
 from icecore.actions.run_files import FileSet, RunFiles, rows_per_file
+from icecore.actions.table_setup import add_columns, create_table, unpartitioned_spec
 from icecore.catalog import Catalog
 from icecore.commit.producer import SnapshotProducer
 from icecore.data.dv_files import DVTarget, WrittenDVs
 from icecore.data.metrics import MetricsConfig
 from icecore.errors import AlreadyExistsError, CommitStateUnknownError, NoSuchTableError
+from icecore.jobs.errors import JobError
+from icecore.jobs.jobs import IngestOptions
+from icecore.jobs.results import IngestResult
 from icecore.spec.manifest import DataFile, FileContent
 from icecore.spec.metadata import TableMetadata
 from icecore.spec.metadata_columns import POSITION_DELETE_NAMES
@@ -35,7 +39,6 @@ from icecore.spec.properties import WRITE_DISTRIBUTION_MODE
 from icecore.spec.schema import Schema
 from icecore.spec.snapshots import INGEST_MODE, Snapshot
 from icecore.table import Table
-from spark_jobs.common.errors import JobError
 from spark_jobs.common.session import SessionSource, configure, session_of
 from spark_jobs.ingest.changes import SUPERSEDED, ResolvedBatch, resolve
 from spark_jobs.ingest.object_source import spark_cannot_read
@@ -50,7 +53,6 @@ from spark_jobs.ingest.source import (
     text_reader_options,
     with_row_order,
 )
-from spark_jobs.ingest.table_setup import add_columns, create_table, unpartitioned_spec
 from spark_jobs.schema import (
     check_spark_readable,
     conform,
@@ -59,8 +61,6 @@ from spark_jobs.schema import (
     plan_columns,
     quote_name,
 )
-from spark_jobs.specs.jobs import IngestOptions
-from spark_jobs.specs.results import IngestResult
 from spark_jobs.writing.deletion_vectors import write_deletion_vectors
 from spark_jobs.writing.files import write_frame
 from spark_jobs.writing.layout import PartitionLayout

@@ -52,9 +52,9 @@ from icecore.data.parquet_columns import BATCH_ROWS
 from icecore.errors import FileError
 from icecore.io import FileIO
 from icecore.io.locations import SCHEMES, Store
+from icecore.jobs.errors import JobError
 from icecore.spec.schema import Schema
 from icecore.spec.types import IcebergType, ListType, MapType, StructType, TimeType, UUIDType
-from spark_jobs.common.errors import JobError
 from spark_jobs.common.session import parallelism
 from spark_jobs.common.worker import cheap_cache_invalidation, worker_io
 from spark_jobs.ingest.json_schema import infer_json_schema

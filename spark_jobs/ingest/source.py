@@ -35,9 +35,9 @@ from pyspark.sql import types as T
 
 from icecore.errors import FileError
 from icecore.io import FileIO
+from icecore.jobs.errors import JobError
 from icecore.spec.schema import Schema
 from icecore.spec.types import TimeType, UUIDType
-from spark_jobs.common.errors import JobError
 from spark_jobs.ingest.object_source import read_through_fileio, spark_cannot_read
 from spark_jobs.schema import arrow_source_schema, quoted, spark_type
 

@@ -45,6 +45,7 @@ from pyspark.sql import types as T
 
 from icecore.actions.live_files import equality_fields
 from icecore.data.position_maps import POSITION_BITS, SOURCE_FILE, SOURCE_POS
+from icecore.jobs.errors import JobError
 from icecore.scan import FileScanTask
 from icecore.spec.manifest import DataFile, FileContent, content_key
 from icecore.spec.metadata_columns import (
@@ -56,7 +57,6 @@ from icecore.spec.metadata_columns import (
 )
 from icecore.spec.schema import Schema
 from icecore.spec.types import NestedField
-from spark_jobs.common.errors import JobError
 from spark_jobs.reading.deletion_vectors import ID as DV_ID
 from spark_jobs.reading.deletion_vectors import POS as DV_POS
 from spark_jobs.reading.deletion_vectors import dv_positions

@@ -50,21 +50,21 @@ from icecore.catalog import Catalog
 from icecore.commit.rebase import Rebased
 from icecore.data.position_maps import PositionMap
 from icecore.errors import CommitConflictError, ValidationError
+from icecore.jobs.attempts import again, run_attempts
+from icecore.jobs.errors import JobError
+from icecore.jobs.jobs import RewriteDataFilesOptions
+from icecore.jobs.progress import size
+from icecore.jobs.results import RewriteDataFilesResult
+from icecore.jobs.where import parse_where
 from icecore.spec.manifest import DataFile, content_key
 from icecore.spec.properties import WRITE_TARGET_FILE_SIZE_BYTES
 from icecore.spec.snapshots import ICEFLOE_JOB
 from icecore.spec.sorting import SortOrder
 from icecore.spec.terms import parse_sort_order
 from icecore.table import Table
-from spark_jobs.common.attempts import again, run_attempts
-from spark_jobs.common.errors import JobError
-from spark_jobs.common.progress import size
 from spark_jobs.common.session import SessionSource, configure, session_of
-from spark_jobs.common.where import parse_where
 from spark_jobs.rewrite_data_files.write import write_groups
 from spark_jobs.schema import check_spark_readable
-from spark_jobs.specs.jobs import RewriteDataFilesOptions
-from spark_jobs.specs.results import RewriteDataFilesResult
 
 JOB = "rewrite_data_files"
 LOG = logging.getLogger(f"icefloe.{JOB}")

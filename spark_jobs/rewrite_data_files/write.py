@@ -59,13 +59,13 @@ from icecore.data.position_maps import (
     PositionMap,
     RowMap,
 )
+from icecore.jobs.progress import Progress
 from icecore.spec.manifest import DataFile, FileContent
 from icecore.spec.metadata_columns import POSITION_DELETE_NAMES, ROW_LINEAGE
 from icecore.spec.partitioning import PartitionSpec
 from icecore.spec.schema import Schema
 from icecore.spec.sorting import SortOrder
 from icecore.table import Table
-from spark_jobs.common.progress import Progress
 from spark_jobs.common.session import isolated_session
 from spark_jobs.reading.live_rows import LiveRows, check_no_lineage_names
 from spark_jobs.rewrite_data_files.in_tasks import rewrite_in_tasks

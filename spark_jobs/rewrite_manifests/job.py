@@ -26,18 +26,18 @@ from icecore.actions.manifests_in_threads import rewrite_in_threads
 from icecore.actions.rewrite_manifests import ManifestRewritePlan, plan_manifest_rewrite
 from icecore.catalog import Catalog
 from icecore.errors import CommitStateUnknownError, ValidationError
+from icecore.jobs.attempts import run_attempts
+from icecore.jobs.errors import JobError
+from icecore.jobs.jobs import RewriteManifestsOptions
+from icecore.jobs.progress import size
+from icecore.jobs.results import RewriteManifestsResult
 from icecore.location_provider import metadata_directory
 from icecore.scan import snapshot_manifests
 from icecore.spec.manifest_list import ManifestContent, ManifestFile
 from icecore.spec.snapshots import ICEFLOE_JOB
 from icecore.table import Table
-from spark_jobs.common.attempts import run_attempts
-from spark_jobs.common.errors import JobError
-from spark_jobs.common.progress import size
 from spark_jobs.common.session import SessionSource, configure, session_of
 from spark_jobs.rewrite_manifests.in_spark import rewrite_in_spark
-from spark_jobs.specs.jobs import RewriteManifestsOptions
-from spark_jobs.specs.results import RewriteManifestsResult
 
 JOB = "rewrite_manifests"
 LOG = logging.getLogger(f"icefloe.{JOB}")

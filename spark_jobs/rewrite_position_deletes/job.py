@@ -70,20 +70,20 @@ from icecore.data.dv_files import DVTarget, previous_deletes
 from icecore.data.metrics import MetricsConfig
 from icecore.errors import CommitConflictError
 from icecore.expressions import BooleanExpression
+from icecore.jobs.attempts import again, run_attempts
+from icecore.jobs.jobs import RewritePositionDeletesOptions
+from icecore.jobs.progress import size
+from icecore.jobs.results import RewritePositionDeletesResult
+from icecore.jobs.where import parse_where
 from icecore.spec.manifest import DataFile, FileContent
 from icecore.spec.metadata_columns import DELETE_FILE_PATH, DELETE_FILE_POS
 from icecore.spec.properties import DELETE_TARGET_FILE_SIZE_BYTES
 from icecore.spec.snapshots import ICEFLOE_JOB
 from icecore.spec.types import LongType, NestedField, StringType
 from icecore.table import Table
-from spark_jobs.common.attempts import again, run_attempts
-from spark_jobs.common.progress import size
 from spark_jobs.common.session import SessionSource, configure, session_of
-from spark_jobs.common.where import parse_where
 from spark_jobs.reading.parquet_files import PerFile, read_parquet
 from spark_jobs.schema import quoted
-from spark_jobs.specs.jobs import RewritePositionDeletesOptions
-from spark_jobs.specs.results import RewritePositionDeletesResult
 from spark_jobs.writing.deletion_vectors import write_deletion_vectors
 from spark_jobs.writing.grouped_deletes import (
     GROUP,

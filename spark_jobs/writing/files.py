@@ -24,7 +24,7 @@ from icecore.actions.run_files import FileSet, RunFiles
 from icecore.data.parquet_writer import TaskWriter, WritePlan
 from icecore.data.position_maps import SOURCE_FILE, SOURCE_POS
 from icecore.data.task_reports import REPORTED, kept_files, written_batch
-from spark_jobs.common.errors import JobError
+from icecore.jobs.errors import JobError
 from spark_jobs.common.worker import cheap_cache_invalidation, task_partition, worker_io
 
 if TYPE_CHECKING:

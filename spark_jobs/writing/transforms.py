@@ -31,6 +31,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from icecore.data.bucket_hash import bucket_decimals, murmur3_binary, murmur3_longs, to_bucket
+from icecore.jobs.errors import JobError
 from icecore.spec.schema import Schema
 from icecore.spec.sorting import NullOrder, SortDirection
 from icecore.spec.transforms import (
@@ -58,7 +59,6 @@ from icecore.spec.types import (
     TimeType,
     UUIDType,
 )
-from spark_jobs.common.errors import JobError
 from spark_jobs.schema import quoted, spark_type
 
 MICROS_PER_DAY = 86_400_000_000

@@ -18,9 +18,9 @@ import pyarrow.parquet as pq
 from pyspark.sql import SparkSession
 
 from icecore.catalog import Catalog
+from icecore.jobs.jobs import IngestOptions
 from icecore.table import Table
 from spark_jobs.ingest import run as ingest
-from spark_jobs.specs.jobs import IngestOptions
 from tests.support.batches import CdcLog, Rows, cdc_frame
 from tests.support.reader import scan_rows
 

@@ -19,16 +19,16 @@ import pytest
 from icefloe_airflow.hook import CatalogSettings, IcebergHook
 from icefloe_airflow.ui.status import collect_overview
 
-from icecore.spec.schema import Schema
-from icecore.spec.types import LongType, NestedField
-from spark_jobs.specs.argv import (
+from icecore.jobs.argv import (
     CATALOG_CREDENTIAL_ENV,
     CATALOG_PROPERTIES_ENV,
     CATALOG_TOKEN_ENV,
     CATALOG_URI_ENV,
     parse_job_args,
 )
-from spark_jobs.specs.jobs import JOBS
+from icecore.jobs.jobs import JOBS
+from icecore.spec.schema import Schema
+from icecore.spec.types import LongType, NestedField
 
 SCHEMA = Schema((NestedField(1, "id", LongType(), required=True),))
 POLARIS = "https://polaris.example.com/api/catalog"

@@ -12,7 +12,7 @@ import pytest
 from icefloe_airflow.assets import table_asset
 from icefloe_airflow.policy import JOB_ORDER
 
-from spark_jobs.specs import JOBS
+from icecore.jobs import JOBS
 
 DAGS = Path(__file__).resolve().parents[2] / "dags"
 JOB_DAGS = {f"icefloe_{job}" for job in JOBS}

@@ -18,9 +18,9 @@ from icefloe_airflow.forms import job_params
 from icefloe_airflow.hook import IcebergHook
 from icefloe_airflow.operators import OPERATORS
 
-from spark_jobs.specs import JOBS, Option
-from spark_jobs.specs.argv import parse_job_args
-from spark_jobs.specs.options import BOOLEAN, DURATION, INSTANT
+from icecore.jobs import JOBS, Option
+from icecore.jobs.argv import parse_job_args
+from icecore.jobs.options import BOOLEAN, DURATION, INSTANT
 
 pytestmark = pytest.mark.usefixtures("iceberg_connection")
 

@@ -11,11 +11,11 @@ import pytest
 from icefloe_airflow.hook import CatalogSettings, IcebergHook
 
 from icecore.errors import CatalogError, NoSuchTableError
+from icecore.jobs.argv import parse_job_args
+from icecore.jobs.jobs import JOBS
 from icecore.spec.schema import Schema
 from icecore.spec.types import LongType, NestedField
 from spark_jobs.common.cli import open_catalog
-from spark_jobs.specs.argv import parse_job_args
-from spark_jobs.specs.jobs import JOBS
 from tests.support.catalogs import forget_catalog, postgres_unavailable, unique_catalog_name
 
 SCHEMA = Schema((NestedField(1, "id", LongType(), required=True),))

@@ -26,8 +26,8 @@ from icefloe_airflow.table_health import table_policy_of
 
 from icecore.catalog import SqlCatalog
 from icecore.health import HealthReport
+from icecore.jobs.grammar import describe_size
 from spark_jobs.common.cli import main
-from spark_jobs.specs.grammar import describe_size
 from tests.support.committing import CatalogTable, manifests, sqlite_catalog
 from tests.support.pyiceberg_appends import pyiceberg_appends
 

@@ -40,10 +40,10 @@ from icefloe_airflow.state import MaintenanceStore
 from sqlalchemy import select
 
 from icecore.catalog import SqlCatalog
+from icecore.jobs import JOBS, JobOptions
+from icecore.jobs.argv import parse_job_args
 from icecore.spec.schema import Schema
 from icecore.spec.types import LongType, NestedField
-from spark_jobs.specs import JOBS, JobOptions
-from spark_jobs.specs.argv import parse_job_args
 from tests.support.catalogs import (
     POSTGRES_URI,
     forget_catalog,

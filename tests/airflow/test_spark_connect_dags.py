@@ -28,9 +28,9 @@ from icefloe_airflow.hook import IcebergHook
 from icefloe_airflow.state import MaintenanceRun, MaintenanceStore
 
 from icecore.catalog import Catalog, SqlCatalog
+from icecore.jobs.argv import REMOTE_ENV
 from icecore.spec.schema import Schema
 from icecore.spec.types import LongType, NestedField, StringType, TimestampType
-from spark_jobs.specs.argv import REMOTE_ENV
 from tests.airflow.conftest import SPARK_CONNECT_CONN_ID as CONN_ID
 from tests.airflow.conftest import SPARK_CONNECT_TOKEN as TOKEN
 from tests.airflow.conftest import state_store_uri

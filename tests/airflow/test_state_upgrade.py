@@ -25,7 +25,7 @@ from sqlalchemy import (
     text,
 )
 
-from spark_jobs.specs.results import RewriteDataFilesResult
+from icecore.jobs.results import RewriteDataFilesResult
 from tests.support.catalogs import POSTGRES_URI, postgres_unavailable
 
 # The run history as the previous version created it: without the figure columns.

@@ -15,8 +15,8 @@ from icefloe_airflow.tables_config import (
     load_tables_config,
 )
 
-from spark_jobs.specs.argv import parse_job_args
-from spark_jobs.specs.jobs import JOBS
+from icecore.jobs.argv import parse_job_args
+from icecore.jobs.jobs import JOBS
 
 CONFIG = """
 defaults:

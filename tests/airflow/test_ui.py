@@ -36,10 +36,10 @@ from icefloe_airflow.state import MaintenanceStore
 from icecore.catalog import SqlCatalog, catalog_from_settings
 from icecore.catalog.sql import TABLES
 from icecore.health import HealthReport
+from icecore.jobs.grammar import describe_size
 from icecore.table import Table
 from icecore.trash import Trash
 from icecore.trash.records import ORPHAN
-from spark_jobs.specs.grammar import describe_size
 from tests.airflow.deployment import Deployment, icefloe_connection, state_store_uri
 from tests.airflow.server import AirflowServer
 from tests.support.samples import PSCHEMA, spec_of

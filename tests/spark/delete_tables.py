@@ -20,15 +20,15 @@ from pyiceberg.table import StaticTable
 from pyspark.sql import SparkSession
 from sqlalchemy import event
 
+from icecore.actions.table_setup import create_table, unpartitioned_spec
 from icecore.catalog import SqlCatalog
+from icecore.jobs.jobs import IngestOptions
 from icecore.scan import snapshot_manifests
 from icecore.spec.manifest import DataFile, FileContent, ManifestEntry, read_manifest
 from icecore.spec.schema import Schema
 from icecore.spec.types import LongType, NestedField, StringType, TimestampType
 from icecore.table import Table
 from spark_jobs.ingest import run as ingest
-from spark_jobs.ingest.table_setup import create_table, unpartitioned_spec
-from spark_jobs.specs.jobs import IngestOptions
 from tests.support.batches import Rows, cdc_frame, micros
 from tests.support.reader import scan_rows
 from tests.support.tables import LocalTable

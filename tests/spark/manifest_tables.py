@@ -9,12 +9,12 @@ from pathlib import Path
 from typing import Any
 
 from icecore.catalog import Catalog
+from icecore.jobs.jobs import RewriteManifestsOptions
 from icecore.scan import snapshot_manifests
 from icecore.spec.manifest import read_manifest
 from icecore.spec.manifest_list import ManifestContent, ManifestFile
 from icecore.table import Table
 from spark_jobs.rewrite_manifests import run
-from spark_jobs.specs.jobs import RewriteManifestsOptions
 from tests.support.committing import CatalogTable
 
 MERGE_OFF = {"commit.manifest-merge.enabled": "false"}  # one manifest per commit, always

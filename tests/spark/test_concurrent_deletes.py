@@ -20,16 +20,16 @@ from pyspark.sql import SparkSession
 from icecore.catalog import SqlCatalog
 from icecore.data.position_maps import ROW_MAPS
 from icecore.errors import CommitConflictError
+from icecore.jobs.jobs import (
+    ConvertEqualityDeletesOptions,
+    RewriteDataFilesOptions,
+    RewritePositionDeletesOptions,
+)
 from icecore.spec.manifest import FileContent
 from icecore.table import Table
 from spark_jobs.convert_equality_deletes import run as convert_equality_deletes
 from spark_jobs.rewrite_data_files import run as compact
 from spark_jobs.rewrite_position_deletes import run as rewrite_position_deletes
-from spark_jobs.specs.jobs import (
-    ConvertEqualityDeletesOptions,
-    RewriteDataFilesOptions,
-    RewritePositionDeletesOptions,
-)
 from tests.spark.delete_tables import TABLE, live
 from tests.spark.racing import RacedTable, check, check_rewrite, race, result_of
 from tests.support.duckdb import duck_connection  # noqa: F401 - provides the `duck` fixture

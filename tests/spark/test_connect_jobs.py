@@ -27,10 +27,10 @@ from pyspark.sql import SparkSession
 
 from icecore.catalog import SqlCatalog
 from icecore.io import FileIO
+from icecore.jobs.jobs import IngestOptions
 from icecore.spec.manifest import FileContent
 from icecore.table import Table
 from spark_jobs.ingest import run as ingest
-from spark_jobs.specs.jobs import IngestOptions
 from tests.spark.delete_tables import TABLE, build, live, rows
 from tests.support.duckdb import duck_connection  # noqa: F401 - provides the `duck` fixture
 from tests.support.objectstores import S3_SECRET_KEY, ObjectStore, free_port

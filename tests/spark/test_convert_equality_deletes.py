@@ -17,8 +17,10 @@ import pyarrow.parquet as pq
 import pytest
 from pyspark.sql import SparkSession
 
+from icecore.actions.table_setup import create_table
 from icecore.catalog import SqlCatalog
 from icecore.data.metrics import MetricsConfig, decode, footer_metrics
+from icecore.jobs.jobs import ConvertEqualityDeletesOptions
 from icecore.spec.manifest import FileContent
 from icecore.spec.metadata_columns import POSITION_DELETE_SCHEMA
 from icecore.spec.schema import Schema
@@ -27,8 +29,6 @@ from spark_jobs.common.cli import main
 from spark_jobs.common.cli import run_job as run_in_process
 from spark_jobs.convert_equality_deletes import job as equality_conversion
 from spark_jobs.convert_equality_deletes import run as convert_equality_deletes
-from spark_jobs.ingest.table_setup import create_table
-from spark_jobs.specs.jobs import ConvertEqualityDeletesOptions
 from tests.spark.delete_tables import TABLE, assert_under_partition_paths, build, cdc, live, rows
 from tests.support.duckdb import duck_connection  # noqa: F401 - provides the `duck` fixture
 from tests.support.reader import scan_rows

@@ -26,6 +26,8 @@ from pyspark.sql import SparkSession
 
 from icecore.catalog import SqlCatalog
 from icecore.errors import ValidationError
+from icecore.jobs.errors import JobError
+from icecore.jobs.jobs import ExpireSnapshotsOptions, IngestOptions, RemoveOrphanFilesOptions
 from icecore.scan import snapshot_manifests
 from icecore.spec.manifest import read_manifest
 from icecore.spec.schema import Schema
@@ -33,11 +35,9 @@ from icecore.spec.types import LongType, NestedField
 from icecore.table import Table
 from icecore.trash import Trash
 from spark_jobs.common.cli import main
-from spark_jobs.common.errors import JobError
 from spark_jobs.expire_snapshots import run as expire
 from spark_jobs.ingest import run as ingest
 from spark_jobs.remove_orphan_files import run as remove_orphans
-from spark_jobs.specs.jobs import ExpireSnapshotsOptions, IngestOptions, RemoveOrphanFilesOptions
 from tests.support.catalogs import append_rows
 from tests.support.duckdb import duck_connection  # noqa: F401 - provides the `duck` fixture
 from tests.support.reader import scan_rows

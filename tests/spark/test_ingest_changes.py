@@ -25,11 +25,11 @@ from pyiceberg.table import StaticTable
 from pyspark.sql import DataFrame, SparkSession
 
 from icecore.catalog import SqlCatalog
+from icecore.jobs.jobs import IngestOptions
 from icecore.scan import snapshot_manifests
 from icecore.spec.manifest import FileContent, read_manifest
 from icecore.table import Table
 from spark_jobs.ingest import run as ingest
-from spark_jobs.specs.jobs import IngestOptions
 from tests.support.duckdb import duck_connection  # noqa: F401 - provides the `duck` fixture
 from tests.support.reader import scan_rows
 

@@ -18,11 +18,11 @@ from pyspark.sql import DataFrame, SparkSession
 
 from icecore.actions.batch_ids import BatchAlreadyCommitted, guard_batch
 from icecore.catalog import SqlCatalog
+from icecore.jobs.errors import JobError
+from icecore.jobs.jobs import IngestOptions
 from icecore.table import Table
-from spark_jobs.common.errors import JobError
 from spark_jobs.ingest import run as ingest
 from spark_jobs.schema import spark_schema
-from spark_jobs.specs.jobs import IngestOptions
 
 SCHEMA = "id long, region string, v string"
 

@@ -29,6 +29,8 @@ from pyspark.sql import SparkSession
 
 from icecore.catalog import SqlCatalog
 from icecore.io import FileIO
+from icecore.jobs.errors import JobError
+from icecore.jobs.jobs import IngestOptions
 from icecore.scan import snapshot_manifests
 from icecore.spec.conversions import from_bytes
 from icecore.spec.manifest import DataFile, FileContent, read_manifest
@@ -43,9 +45,7 @@ from icecore.spec.types import (
     TimeType,
     UUIDType,
 )
-from spark_jobs.common.errors import JobError
 from spark_jobs.ingest import run as ingest
-from spark_jobs.specs.jobs import IngestOptions
 from tests.support.duckdb import duck_connection  # noqa: F401 - provides the `duck` fixture
 from tests.support.reader import scan_rows
 

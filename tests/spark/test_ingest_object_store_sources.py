@@ -17,11 +17,11 @@ from pyspark.sql import SparkSession
 
 from icecore.catalog import SqlCatalog
 from icecore.io import FileIO
-from spark_jobs.common.errors import JobError
+from icecore.jobs.errors import JobError
+from icecore.jobs.jobs import ConvertEqualityDeletesOptions, IngestOptions
 from spark_jobs.convert_equality_deletes import run as convert_equality_deletes
 from spark_jobs.ingest import run as ingest
 from spark_jobs.ingest.object_source import source_files, spark_cannot_read
-from spark_jobs.specs.jobs import ConvertEqualityDeletesOptions, IngestOptions
 from tests.support.batches import Model, Rows, batch
 from tests.support.objectstores import S3_SECRET_KEY, ObjectStore
 

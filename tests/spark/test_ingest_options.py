@@ -9,11 +9,11 @@ import pytest
 
 from icecore.data.metrics import MetricsConfig
 from icecore.errors import ValidationError
+from icecore.jobs import JOBS, OptionError
+from icecore.jobs.argv import parse_job_args
+from icecore.jobs.jobs import IngestOptions
 from icecore.spec.schema import Schema
 from icecore.spec.types import LongType, NestedField, StringType, StructType, TimestamptzType
-from spark_jobs.specs import JOBS, OptionError
-from spark_jobs.specs.argv import parse_job_args
-from spark_jobs.specs.jobs import IngestOptions
 
 SCHEMA = Schema(
     (

@@ -23,9 +23,9 @@ from pyiceberg.table import StaticTable
 from pyspark.sql import SparkSession
 
 from icecore.catalog import SqlCatalog
+from icecore.jobs.jobs import IngestOptions
 from spark_jobs.common.cli import main
 from spark_jobs.ingest import run as ingest
-from spark_jobs.specs.jobs import IngestOptions
 from tests.spark.submit import submit_command
 
 CSV = (

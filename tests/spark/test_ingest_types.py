@@ -26,6 +26,7 @@ from pyspark.sql import SparkSession
 
 from icecore.catalog import SqlCatalog
 from icecore.io import FileIO
+from icecore.jobs.jobs import IngestOptions
 from icecore.scan import snapshot_manifests
 from icecore.spec.conversions import from_bytes
 from icecore.spec.manifest import read_manifest
@@ -43,7 +44,6 @@ from icecore.spec.types import (
     UUIDType,
 )
 from spark_jobs.ingest import run as ingest
-from spark_jobs.specs.jobs import IngestOptions
 from tests.support.duckdb import duck_connection  # noqa: F401 - provides the `duck` fixture
 
 UTC = dt.UTC

@@ -25,12 +25,12 @@ from pyiceberg.table import StaticTable
 from pyspark.sql import SparkSession
 
 from icecore.catalog import SqlCatalog
+from icecore.jobs.jobs import RewriteDataFilesOptions, RewritePositionDeletesOptions
 from icecore.spec.manifest import FileContent, FileFormat
 from icecore.spec.snapshots import Snapshot
 from icecore.table import Table
 from spark_jobs.rewrite_data_files import run as rewrite_data_files
 from spark_jobs.rewrite_position_deletes import run as rewrite_position_deletes
-from spark_jobs.specs.jobs import RewriteDataFilesOptions, RewritePositionDeletesOptions
 from tests.spark.delete_tables import before_swap, live
 from tests.support.catalogs import unique_catalog_name
 from tests.support.duckdb import duck_connection  # noqa: F401 - provides the `duck` fixture

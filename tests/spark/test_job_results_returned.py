@@ -1,4 +1,4 @@
-"""Every job run in process returns its declared result class (`spark_jobs.specs.results`),
+"""Every job run in process returns its declared result class (`icecore.jobs.results`),
 whose JSON reads back as the same result; one small table goes through all of them."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from typing import Any
 from pyspark.sql import SparkSession
 
 from icecore.catalog import Catalog
-from spark_jobs.specs.jobs import (
+from icecore.jobs.jobs import (
     ConvertEqualityDeletesOptions,
     ExpireSnapshotsOptions,
     IngestOptions,
@@ -19,7 +19,7 @@ from spark_jobs.specs.jobs import (
     RewriteManifestsOptions,
     RewritePositionDeletesOptions,
 )
-from spark_jobs.specs.results import RESULTS, JobResult
+from icecore.jobs.results import RESULTS, JobResult
 from tests.support.batches import SOURCE, Model, batch, feed
 
 NAME = "db.results"

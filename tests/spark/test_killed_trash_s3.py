@@ -23,10 +23,10 @@ from pathlib import Path
 from pyspark.sql import SparkSession
 
 from icecore.catalog import SqlCatalog
+from icecore.jobs.argv import CATALOG_PROPERTIES_ENV
+from icecore.jobs.jobs import RemoveOrphanFilesOptions
 from icecore.trash import Trash
 from spark_jobs.remove_orphan_files import run as remove_orphan_files
-from spark_jobs.specs.argv import CATALOG_PROPERTIES_ENV
-from spark_jobs.specs.jobs import RemoveOrphanFilesOptions
 from tests.support.committing import SCHEMA
 from tests.support.killing import kill_once_written
 from tests.support.objectstores import ObjectStore

@@ -27,14 +27,14 @@ import pytest
 from icefloe_airflow.results import SENTENCES
 from pyspark.sql import SparkSession
 
+from icecore.actions.referenced_files import referenced_files
 from icecore.catalog import SqlCatalog
+from icecore.jobs.argv import CATALOG_PROPERTIES_ENV
+from icecore.jobs.jobs import IngestOptions, RemoveOrphanFilesOptions, RewriteDataFilesOptions
 from icecore.table import Table
-from spark_jobs.files.referenced import referenced_files
 from spark_jobs.ingest import run as ingest
 from spark_jobs.remove_orphan_files import run as remove_orphan_files
 from spark_jobs.rewrite_data_files import run as rewrite_data_files
-from spark_jobs.specs.argv import CATALOG_PROPERTIES_ENV
-from spark_jobs.specs.jobs import IngestOptions, RemoveOrphanFilesOptions, RewriteDataFilesOptions
 from tests.spark.submit import submit_command
 from tests.support.batches import SOURCE, pyiceberg_rows
 from tests.support.objectstores import ObjectStore

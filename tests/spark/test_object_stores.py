@@ -18,19 +18,19 @@ import pytest
 from pyspark.sql import SparkSession
 
 from icecore.catalog import SqlCatalog
-from icecore.table import Table
-from spark_jobs.convert_equality_deletes import run as convert_equality_deletes
-from spark_jobs.expire_snapshots import run as expire_snapshots
-from spark_jobs.remove_orphan_files import run as remove_orphan_files
-from spark_jobs.rewrite_data_files import run as rewrite_data_files
-from spark_jobs.rewrite_position_deletes import run as rewrite_position_deletes
-from spark_jobs.specs.jobs import (
+from icecore.jobs.jobs import (
     ConvertEqualityDeletesOptions,
     ExpireSnapshotsOptions,
     RemoveOrphanFilesOptions,
     RewriteDataFilesOptions,
     RewritePositionDeletesOptions,
 )
+from icecore.table import Table
+from spark_jobs.convert_equality_deletes import run as convert_equality_deletes
+from spark_jobs.expire_snapshots import run as expire_snapshots
+from spark_jobs.remove_orphan_files import run as remove_orphan_files
+from spark_jobs.rewrite_data_files import run as rewrite_data_files
+from spark_jobs.rewrite_position_deletes import run as rewrite_position_deletes
 from tests.support.batches import Model, Rows, batch, feed, pyiceberg_rows
 from tests.support.duckdb import connect, extension_path
 from tests.support.objectstores import AZURITE_ACCOUNT, AZURITE_KEY, ObjectStore

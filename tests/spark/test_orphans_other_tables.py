@@ -26,16 +26,16 @@ from pyiceberg.types import LongType as PyLong
 from pyiceberg.types import NestedField as PyField
 
 from icecore.catalog import SqlCatalog
+from icecore.jobs.errors import JobError
+from icecore.jobs.jobs import ExpireSnapshotsOptions, RemoveOrphanFilesOptions
 from icecore.spec.manifest import DataFile, FileFormat
 from icecore.spec.schema import Schema
 from icecore.spec.types import LongType, NestedField
 from icecore.table import Table
 from icecore.trash import Trash
 from icecore.trash.records import ORPHAN
-from spark_jobs.common.errors import JobError
 from spark_jobs.expire_snapshots import run as expire
 from spark_jobs.remove_orphan_files import run as remove_orphans
-from spark_jobs.specs.jobs import ExpireSnapshotsOptions, RemoveOrphanFilesOptions
 from tests.support.catalogs import append_rows
 from tests.support.duckdb import duck_connection  # noqa: F401 - provides the `duck` fixture
 from tests.support.parquet import to_arrow, write_parquet

@@ -44,10 +44,10 @@ from pyiceberg.types import LongType, NestedField, StringType
 from pyspark.sql import SparkSession
 
 from icecore.catalog import SqlCatalog
+from icecore.jobs.jobs import RewriteDataFilesOptions, RewritePositionDeletesOptions
 from icecore.spec.manifest import FileContent
 from spark_jobs.rewrite_data_files import run as compact
 from spark_jobs.rewrite_position_deletes import run as rewrite_position_deletes
-from spark_jobs.specs.jobs import RewriteDataFilesOptions, RewritePositionDeletesOptions
 from tests.spark.delete_tables import live
 from tests.support.catalogs import pyiceberg_catalog_fixture  # noqa: F401 - `pyiceberg_catalog`
 from tests.support.duckdb import duck_connection  # noqa: F401 - provides the `duck` fixture

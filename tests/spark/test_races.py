@@ -31,23 +31,23 @@ import duckdb
 import pytest
 from pyspark.sql import SparkSession
 
+from icecore.actions.referenced_files import referenced_files
 from icecore.catalog import SqlCatalog
 from icecore.errors import CommitConflictError
-from icecore.spec.manifest import FileContent
-from spark_jobs.convert_equality_deletes import run as convert_equality_deletes
-from spark_jobs.expire_snapshots import run as expire
-from spark_jobs.files.referenced import referenced_files
-from spark_jobs.remove_orphan_files import run as remove_orphans
-from spark_jobs.rewrite_data_files import run as compact
-from spark_jobs.rewrite_position_deletes import run as rewrite_position_deletes
-from spark_jobs.specs.grammar import format_ms
-from spark_jobs.specs.jobs import (
+from icecore.jobs.grammar import format_ms
+from icecore.jobs.jobs import (
     ConvertEqualityDeletesOptions,
     ExpireSnapshotsOptions,
     RemoveOrphanFilesOptions,
     RewriteDataFilesOptions,
     RewritePositionDeletesOptions,
 )
+from icecore.spec.manifest import FileContent
+from spark_jobs.convert_equality_deletes import run as convert_equality_deletes
+from spark_jobs.expire_snapshots import run as expire
+from spark_jobs.remove_orphan_files import run as remove_orphans
+from spark_jobs.rewrite_data_files import run as compact
+from spark_jobs.rewrite_position_deletes import run as rewrite_position_deletes
 from tests.spark.delete_tables import (
     TABLE,
     before_swap,

@@ -25,6 +25,8 @@ from pyiceberg.table import StaticTable
 from pyspark.sql import SparkSession
 
 from icecore.catalog import SqlCatalog
+from icecore.jobs.errors import JobError
+from icecore.jobs.jobs import RemoveOrphanFilesOptions
 from icecore.scan import snapshot_manifests
 from icecore.spec.manifest import DataFile, FileFormat, ManifestWriter
 from icecore.spec.schema import Schema
@@ -32,9 +34,7 @@ from icecore.spec.types import LongType, NestedField
 from icecore.table import Table
 from icecore.trash import TRASH_DIRECTORY, Trash
 from spark_jobs.common.cli import main
-from spark_jobs.common.errors import JobError
 from spark_jobs.remove_orphan_files import run as remove_orphans
-from spark_jobs.specs.jobs import RemoveOrphanFilesOptions
 from tests.support.catalogs import append_rows
 from tests.support.duckdb import duck_connection  # noqa: F401 - provides the `duck` fixture
 from tests.support.parquet import to_arrow, write_parquet

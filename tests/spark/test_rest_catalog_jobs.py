@@ -19,6 +19,14 @@ from pyspark.sql import SparkSession
 
 from icecore.catalog import load_catalog
 from icecore.catalog.rest import RestCatalog
+from icecore.jobs.argv import CATALOG_CREDENTIAL_ENV
+from icecore.jobs.jobs import (
+    ConvertEqualityDeletesOptions,
+    ExpireSnapshotsOptions,
+    RemoveOrphanFilesOptions,
+    RewriteDataFilesOptions,
+    RewritePositionDeletesOptions,
+)
 from icecore.spec.schema import Schema
 from icecore.spec.types import LongType, NestedField, StringType, TimestampType
 from spark_jobs.common.cli import main
@@ -27,14 +35,6 @@ from spark_jobs.expire_snapshots import run as expire_snapshots
 from spark_jobs.remove_orphan_files import run as remove_orphan_files
 from spark_jobs.rewrite_data_files import run as rewrite_data_files
 from spark_jobs.rewrite_position_deletes import run as rewrite_position_deletes
-from spark_jobs.specs.argv import CATALOG_CREDENTIAL_ENV
-from spark_jobs.specs.jobs import (
-    ConvertEqualityDeletesOptions,
-    ExpireSnapshotsOptions,
-    RemoveOrphanFilesOptions,
-    RewriteDataFilesOptions,
-    RewritePositionDeletesOptions,
-)
 from tests.spark.submit import submit_command
 from tests.support.batches import Model, Rows, batch, feed
 from tests.support.committing import rows

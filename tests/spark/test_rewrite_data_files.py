@@ -29,14 +29,14 @@ from icecore.catalog import SqlCatalog
 from icecore.data.arrow_schema import arrow_schema
 from icecore.data.live_batches import DataRef, DeleteRef, LiveBatches
 from icecore.errors import CommitConflictError
+from icecore.jobs.argv import parse_job_args
+from icecore.jobs.jobs import JOBS, RewriteDataFilesOptions
 from icecore.spec.manifest import FileContent
 from icecore.spec.metadata_columns import POSITION_DELETE_SCHEMA
 from icecore.table import Table
 from spark_jobs.common.cli import main
 from spark_jobs.rewrite_data_files import run as compact
 from spark_jobs.schema import conform
-from spark_jobs.specs.argv import parse_job_args
-from spark_jobs.specs.jobs import JOBS, RewriteDataFilesOptions
 from spark_jobs.writing.files import write_frame
 from tests.spark.delete_tables import (
     TABLE,

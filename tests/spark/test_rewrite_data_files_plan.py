@@ -19,6 +19,7 @@ from icecore.actions.rewrite_data_files import (
 from icecore.errors import ValidationError
 from icecore.expressions import equal
 from icecore.io import FileIO
+from icecore.jobs.jobs import RewriteDataFilesOptions
 from icecore.scan import FileScanTask
 from icecore.spec.manifest import DataFile, FileContent, FileFormat
 from icecore.spec.schema import Schema
@@ -26,7 +27,6 @@ from icecore.spec.types import LongType, NestedField
 from icecore.table import Table
 from spark_jobs.rewrite_data_files.in_tasks import rewrite_in_tasks
 from spark_jobs.rewrite_data_files.job import plan_rules
-from spark_jobs.specs.jobs import RewriteDataFilesOptions
 from tests.support.committing import CatalogTable, sqlite_catalog
 
 MB = 1024 * 1024

@@ -21,8 +21,8 @@ from pyspark.sql import SparkSession
 
 from icecore.actions.manifest_ranges import manifest_ranges, overlapping
 from icecore.catalog import SqlCatalog
+from icecore.jobs.jobs import RewriteManifestsOptions
 from icecore.spec.manifest_list import ManifestContent
-from spark_jobs.specs.jobs import RewriteManifestsOptions
 from tests.spark.delete_tables import TABLE, batch, cdc, commit_cdc, rows
 from tests.spark.manifest_tables import (
     MERGE_OFF,

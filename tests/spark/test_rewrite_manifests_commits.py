@@ -21,13 +21,13 @@ from pyspark.sql import SparkSession
 from icecore.catalog import SqlCatalog, load_catalog
 from icecore.catalog.rest import RestCatalog
 from icecore.errors import CommitConflictError
+from icecore.jobs.grammar import describe_size as size
+from icecore.jobs.jobs import ExpireSnapshotsOptions, RemoveOrphanFilesOptions
 from icecore.scan import snapshot_manifests
 from icecore.table import Table
 from spark_jobs.common.cli import main
 from spark_jobs.expire_snapshots import run as expire_snapshots
 from spark_jobs.remove_orphan_files import run as remove_orphan_files
-from spark_jobs.specs.grammar import describe_size as size
-from spark_jobs.specs.jobs import ExpireSnapshotsOptions, RemoveOrphanFilesOptions
 from tests.spark.manifest_tables import (
     MERGE_OFF,
     CatalogTable,

@@ -17,12 +17,12 @@ from pyspark.sql import SparkSession
 
 from icecore.catalog import SqlCatalog
 from icecore.errors import CommitConflictError
+from icecore.jobs import OptionError
+from icecore.jobs.jobs import RewritePositionDeletesOptions
 from icecore.spec.manifest import FileContent
 from icecore.spec.snapshots import Operation
 from spark_jobs.common.cli import run_job
 from spark_jobs.rewrite_position_deletes import run as rewrite_position_deletes
-from spark_jobs.specs import OptionError
-from spark_jobs.specs.jobs import RewritePositionDeletesOptions
 from tests.spark.delete_tables import (
     TABLE,
     assert_under_partition_paths,

@@ -18,6 +18,12 @@ from pyiceberg.types import LongType, NestedField, StringType, TimestampType
 from pyspark.sql import SparkSession
 
 from icecore.catalog import SqlCatalog
+from icecore.jobs.jobs import (
+    ConvertEqualityDeletesOptions,
+    IngestOptions,
+    RewriteDataFilesOptions,
+    RewritePositionDeletesOptions,
+)
 from icecore.location_provider import locations_for
 from icecore.spec.manifest import DataFile
 from icecore.table import Table
@@ -25,12 +31,6 @@ from spark_jobs.convert_equality_deletes import run as convert_equality_deletes
 from spark_jobs.ingest import run as ingest
 from spark_jobs.rewrite_data_files import run as rewrite_data_files
 from spark_jobs.rewrite_position_deletes import run as rewrite_position_deletes
-from spark_jobs.specs.jobs import (
-    ConvertEqualityDeletesOptions,
-    IngestOptions,
-    RewriteDataFilesOptions,
-    RewritePositionDeletesOptions,
-)
 from tests.support.batches import EPOCH, SOURCE, Model, batch, feed, pyiceberg_rows
 from tests.support.catalogs import pyiceberg_catalog_fixture  # noqa: F401 - `pyiceberg_catalog`
 

@@ -24,11 +24,11 @@ from pyiceberg.types import LongType, NestedField, StringType
 from pyspark.sql import SparkSession
 
 from icecore.catalog import SqlCatalog
+from icecore.jobs.jobs import ExpireSnapshotsOptions, RemoveOrphanFilesOptions
 from icecore.trash import Trash
 from icecore.trash.records import PurgeRecord
 from spark_jobs.expire_snapshots import run as expire
 from spark_jobs.remove_orphan_files import run as remove_orphans
-from spark_jobs.specs.jobs import ExpireSnapshotsOptions, RemoveOrphanFilesOptions
 from tests.support.catalogs import pyiceberg_catalog_fixture  # noqa: F401 - `pyiceberg_catalog`
 from tests.support.duckdb import duck_connection  # noqa: F401 - provides the `duck` fixture
 

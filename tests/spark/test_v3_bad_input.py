@@ -13,13 +13,13 @@ from pyspark.sql import SparkSession
 
 from icecore.catalog import Catalog
 from icecore.errors import IcecoreError
+from icecore.jobs.errors import JobError
+from icecore.jobs.jobs import RewriteDataFilesOptions
 from icecore.spec.deletion_vectors import write_dvs
 from icecore.spec.manifest import DataFile, FileContent, FileFormat
 from icecore.spec.schema import Schema
 from icecore.spec.types import LongType, NestedField, VariantType
-from spark_jobs.common.errors import JobError
 from spark_jobs.rewrite_data_files import run as rewrite_data_files
-from spark_jobs.specs.jobs import RewriteDataFilesOptions
 from tests.support.batches import Model, batch, feed
 from tests.support.reader import scan_rows
 

@@ -11,12 +11,12 @@ import pyarrow.parquet as pq
 from pyspark.sql import SparkSession
 
 from icecore.catalog import Catalog
+from icecore.jobs.jobs import RewriteDataFilesOptions
 from icecore.spec.defaults import with_defaults
 from icecore.spec.metadata_builder import MetadataBuilder
 from icecore.spec.schema import Schema
 from icecore.spec.types import DecimalType, NestedField, StringType
 from spark_jobs.rewrite_data_files import run as rewrite_data_files
-from spark_jobs.specs.jobs import RewriteDataFilesOptions
 from tests.support.batches import Model, batch, feed
 from tests.support.committing import commit_builder
 

@@ -21,20 +21,20 @@ from pyspark.sql import SparkSession
 
 from icecore.catalog import SqlCatalog
 from icecore.health import table_health
+from icecore.jobs.errors import JobError
+from icecore.jobs.jobs import (
+    ConvertEqualityDeletesOptions,
+    IngestOptions,
+    RewritePositionDeletesOptions,
+)
 from icecore.spec.deletion_vectors import read_dv, write_dvs
 from icecore.spec.manifest import DataFile, FileContent
 from icecore.spec.schema import Schema
 from icecore.spec.types import LongType, NestedField, StringType, TimeType
 from icecore.table import Table
-from spark_jobs.common.errors import JobError
 from spark_jobs.convert_equality_deletes import run as convert_equality_deletes
 from spark_jobs.ingest import run as ingest
 from spark_jobs.rewrite_position_deletes import run as rewrite_position_deletes
-from spark_jobs.specs.jobs import (
-    ConvertEqualityDeletesOptions,
-    IngestOptions,
-    RewritePositionDeletesOptions,
-)
 from tests.spark.delete_tables import TABLE, cdc, live, rows
 from tests.support.batches import Model
 from tests.support.duckdb import duck_connection  # noqa: F401 - provides the `duck` fixture

@@ -10,8 +10,8 @@ from pyiceberg.catalog import load_catalog as pyiceberg_catalog
 from pyspark.sql import SparkSession
 
 from icecore.catalog import load_catalog
+from icecore.jobs.jobs import RewriteDataFilesOptions
 from spark_jobs.rewrite_data_files import run as rewrite_data_files
-from spark_jobs.specs.jobs import RewriteDataFilesOptions
 from tests.support.duckdb import attach_rest, connect
 from tests.support.rest_catalog import RestCatalogServer
 

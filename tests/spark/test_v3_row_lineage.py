@@ -23,6 +23,8 @@ from pyspark.sql import SparkSession
 
 from icecore.catalog import SqlCatalog
 from icecore.data.arrow_schema import FIELD_ID_KEY
+from icecore.jobs.errors import JobError
+from icecore.jobs.jobs import RewriteDataFilesOptions
 from icecore.scan import snapshot_manifests
 from icecore.spec.deletion_vectors import write_dvs
 from icecore.spec.manifest import DataFile, FileContent, FileFormat
@@ -32,10 +34,8 @@ from icecore.spec.schema import Schema
 from icecore.spec.terms import parse_partition_spec
 from icecore.spec.types import LongType, NestedField, StringType, TimestampType
 from icecore.table import Table
-from spark_jobs.common.errors import JobError
 from spark_jobs.reading.parquet_files import read_parquet
 from spark_jobs.rewrite_data_files import run as compact
-from spark_jobs.specs.jobs import RewriteDataFilesOptions
 from tests.support.batches import Model, batch, feed
 from tests.support.duckdb import connect
 

@@ -16,9 +16,9 @@ from pyiceberg.table import StaticTable
 from pyspark.sql import DataFrame, SparkSession
 
 from icecore.catalog import Catalog
+from icecore.jobs.jobs import IngestOptions
 from icecore.table import Table
 from spark_jobs.ingest import run as ingest
-from spark_jobs.specs.jobs import IngestOptions
 
 SOURCE = "id long, v string, ts timestamp_ntz, op string"
 EPOCH = dt.datetime(1970, 1, 1)

@@ -41,10 +41,10 @@ from typing import Any
 import pytest
 from icefloe_airflow.job_process import connect_command, connect_environment
 
-from spark_jobs.specs import JobOptions
-from spark_jobs.specs.argv import REMOTE_ENV
-from spark_jobs.specs.results import JobResult
-from spark_jobs.specs.results import result_of as read_result
+from icecore.jobs import JobOptions
+from icecore.jobs.argv import REMOTE_ENV
+from icecore.jobs.results import JobResult
+from icecore.jobs.results import result_of as read_result
 from tests.support.spark import QUIET_LOG4J2
 
 ROOT = Path(__file__).resolve().parents[2]

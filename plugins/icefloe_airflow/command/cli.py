@@ -32,6 +32,7 @@ import os
 import sys
 from collections.abc import Sequence
 
+from icecore.jobs.argv import OneLineParser, pop_catalog_args, unknown_flag
 from icefloe_airflow import airflow_settings
 from icefloe_airflow.command import report, run, trash
 from icefloe_airflow.command.common import (
@@ -45,7 +46,6 @@ from icefloe_airflow.command.common import (
 )
 from icefloe_airflow.fleet.config import FleetSettings, load_fleet_settings
 from icefloe_airflow.tables_config import TablesConfigError
-from spark_jobs.specs.argv import OneLineParser, pop_catalog_args, unknown_flag
 
 # The subcommand groups, in the order `icefloe --help` lists them.
 GROUPS = (report, run, trash)

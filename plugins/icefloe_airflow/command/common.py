@@ -17,10 +17,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from icecore.jobs.argv import CatalogArgs, OneLineParser, add_catalog_options, catalog_settings
 from icefloe_airflow import airflow_settings
 from icefloe_airflow.fleet.config import FleetConfig, FleetSettings
 from icefloe_airflow.tables_config import CONFIG_ENV
-from spark_jobs.specs.argv import CatalogArgs, OneLineParser, add_catalog_options, catalog_settings
 
 if TYPE_CHECKING:
     from icecore.catalog import Catalog

@@ -10,11 +10,11 @@ import os
 from collections.abc import Iterator, Sequence
 from typing import Any, TextIO
 
+from icecore.jobs.grammar import describe_size
 from icefloe_airflow.airflow_settings import Found
 from icefloe_airflow.fleet.checking import TableCheck
 from icefloe_airflow.fleet.ranking import RunPlan
 from icefloe_airflow.fleet.survey import Survey, check_inputs
-from spark_jobs.specs.grammar import describe_size
 
 _RESET = "\033[0m"
 _BOLD = "\033[1m"

@@ -12,6 +12,7 @@ import sys
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
+from icecore.jobs.argv import OneLineParser
 from icefloe_airflow.command.common import (
     EXIT_FAILED,
     Invocation,
@@ -21,7 +22,6 @@ from icefloe_airflow.command.common import (
     open_store,
 )
 from icefloe_airflow.fleet.config import Budget
-from spark_jobs.specs.argv import OneLineParser
 
 if TYPE_CHECKING:
     from icefloe_airflow.fleet.survey import Survey

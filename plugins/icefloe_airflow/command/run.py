@@ -29,6 +29,15 @@ from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from icecore.jobs.argv import (
+    CATALOG_URI_ENV,
+    REMOTE_ENV,
+    RESULT_FILE_ENV,
+    CatalogArgs,
+    OneLineParser,
+    checked_remote,
+)
+from icecore.jobs.jobs import JOBS
 from icefloe_airflow.command.common import Invocation, Subcommand, open_store
 from icefloe_airflow.job_process import (
     connect_command,
@@ -38,15 +47,6 @@ from icefloe_airflow.job_process import (
     spark_log,
 )
 from icefloe_airflow.results import describe
-from spark_jobs.specs.argv import (
-    CATALOG_URI_ENV,
-    REMOTE_ENV,
-    RESULT_FILE_ENV,
-    CatalogArgs,
-    OneLineParser,
-    checked_remote,
-)
-from spark_jobs.specs.jobs import JOBS
 
 if TYPE_CHECKING:
     from icefloe_airflow.state import MaintenanceStore

@@ -28,6 +28,13 @@ from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from icecore.jobs.argv import OneLineParser
+from icecore.jobs.grammar import (
+    INSTANT_EXAMPLE,
+    describe_size,
+    format_duration_ms,
+    parse_instant_ms,
+)
 from icefloe_airflow.command.common import (
     EXIT_FAILED,
     Invocation,
@@ -35,13 +42,6 @@ from icefloe_airflow.command.common import (
     Subcommand,
     open_catalog,
     open_store,
-)
-from spark_jobs.specs.argv import OneLineParser
-from spark_jobs.specs.grammar import (
-    INSTANT_EXAMPLE,
-    describe_size,
-    format_duration_ms,
-    parse_instant_ms,
 )
 
 if TYPE_CHECKING:

@@ -36,6 +36,7 @@ from typing import Any
 
 import yaml
 
+from icecore.jobs.grammar import parse_size
 from icefloe_airflow.policy import MaintenancePolicy
 from icefloe_airflow.tables_config import (
     TablesConfigError,
@@ -43,7 +44,6 @@ from icefloe_airflow.tables_config import (
     parse_tables_config,
     policy_sections,
 )
-from spark_jobs.specs.grammar import parse_size
 
 _FLEET_KEYS = frozenset(
     {

@@ -43,11 +43,11 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from icecore.health import HealthReport
+from icecore.jobs.grammar import describe_size
 from icefloe_airflow.fleet.checking import TableCheck
 from icefloe_airflow.fleet.config import Budget
 from icefloe_airflow.health_model import JobDecision, data_rewrite_reason, live_delete_ratio
 from icefloe_airflow.policy import MaintenancePolicy
-from spark_jobs.specs.grammar import describe_size
 
 MAX_WAIT = timedelta(days=30)
 HOUSEKEEPING = ("expire_snapshots", "remove_orphan_files")

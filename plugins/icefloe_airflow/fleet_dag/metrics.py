@@ -22,8 +22,8 @@ from typing import Any
 from airflow.sdk import conf
 from airflow.sdk.observability.metrics import stats_utils
 
+from icecore.jobs.results import result_of
 from icefloe_airflow.fleet.checking import TableCheck
-from spark_jobs.specs.results import result_of
 
 PREFIX = "icefloe.fleet"
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.\-]")

@@ -11,6 +11,7 @@ from typing import Any
 
 from airflow.sdk.exceptions import AirflowSkipException
 
+from icecore.jobs.grammar import describe_size
 from icefloe_airflow.fleet.cache import HealthCache
 from icefloe_airflow.fleet.config import Budget, FleetConfig, load_fleet_settings
 from icefloe_airflow.fleet.ranking import Candidate, plan_run
@@ -20,7 +21,6 @@ from icefloe_airflow.hook import IcebergHook
 from icefloe_airflow.operators import OPERATORS, IcefloeJobOperator
 from icefloe_airflow.policy import DECIDED_AFTER_REWRITES, JOB_ORDER
 from icefloe_airflow.self_optimizing import job_due_now
-from spark_jobs.specs.grammar import describe_size
 
 log = logging.getLogger(__name__)
 

@@ -19,7 +19,7 @@ What it adds to SparkSubmitOperator:
 - the job's JSON result is logged in words and returned, so it lands in XCom; a failure
   raises AirflowException carrying the job's one-line cause (`ExceptionType: message`),
   which is what the Airflow UI then shows. Both come from the result file the job writes
-  (`spark_jobs.specs.argv.RESULT_FILE_ENV`), so nothing of the provider's hook is overridden
+  (`icecore.jobs.argv.RESULT_FILE_ENV`), so nothing of the provider's hook is overridden
   and no output is parsed; the driver must run here (client deploy mode, the default and the
   only mode for Python applications on a standalone cluster).
 
@@ -51,6 +51,9 @@ from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 from icecore.errors import ValidationError
 from icecore.expressions.parser import parse_filter
+from icecore.jobs import JOBS, JobOptions, JobSpec, Option, OptionError
+from icecore.jobs.argv import RESULT_FILE_ENV
+from icecore.jobs.options import BOOLEAN, FILTER, PARTITION_SPEC, SORT_ORDER
 from icecore.spec.terms import parse_partition_terms, parse_sort_terms
 from icefloe_airflow.forms import job_options_from_params
 from icefloe_airflow.hook import IcebergHook, spark_connect_url
@@ -71,9 +74,6 @@ from icefloe_airflow.provider_info import CONFIG_SECTION, SPARK_CONNECT_OPTION
 from icefloe_airflow.results import describe
 from icefloe_airflow.state import MaintenanceStore, TableBusyError, run_owner
 from icefloe_airflow.table_health import check_table, table_policy_of
-from spark_jobs.specs import JOBS, JobOptions, JobSpec, Option, OptionError
-from spark_jobs.specs.argv import RESULT_FILE_ENV
-from spark_jobs.specs.options import BOOLEAN, FILTER, PARTITION_SPEC, SORT_ORDER
 
 # Catalog flags come from the Iceberg connection; an option may not set them.
 CATALOG_OPTIONS = frozenset(
@@ -190,13 +190,13 @@ def package_zip(cache_dir: str | os.PathLike[str] | None = None) -> Path:
 class IcefloeJobOperator(SparkSubmitOperator):
     """Runs one of icefloe's Spark jobs on `table`; returns (and pushes to XCom) its result.
 
-    :param job: the job (a name of `spark_jobs.specs.jobs.JOBS`); the job classes in
+    :param job: the job (a name of `icecore.jobs.jobs.JOBS`); the job classes in
         `icefloe_airflow.operators.jobs` set it, a new job can be run without a class of its own.
     :param table: the table, `namespace.name` (templated).
     :param options: the job's options (templated; a JSON object string is accepted): keys
         are option names or flags, values typed or as text (`{"target_file_size_bytes":
         "128MB", "rewrite-all": True}`); see the job's options class in
-        `spark_jobs.specs.jobs`. Checked before anything else runs.
+        `icecore.jobs.jobs`. Checked before anything else runs.
     :param from_params: take the table and the options from the DAG run's params (the
         job's trigger form, see `icefloe_airflow.forms`); `options` still apply beneath.
     :param iceberg_conn_id: the Iceberg connection (an `icefloe` or an `iceberg` one).
@@ -212,7 +212,7 @@ class IcefloeJobOperator(SparkSubmitOperator):
     :param lock_ttl: seconds a lock outlives a worker that died without releasing it.
     """
 
-    job: str = ""  # the job's name in spark_jobs.specs.jobs.JOBS (subclasses set it)
+    job: str = ""  # the job's name in icecore.jobs.jobs.JOBS (subclasses set it)
 
     template_fields = (
         *SparkSubmitOperator.template_fields,

@@ -13,11 +13,11 @@ from typing import Any
 
 from airflow.sdk import Context
 
+from icecore.jobs import JobOptions
+from icecore.jobs.jobs import IngestOptions
 from icefloe_airflow.assets import INGEST_ALIAS, table_asset
 from icefloe_airflow.hook import IcebergHook
 from icefloe_airflow.operators.base import IcefloeJobOperator, Refused
-from spark_jobs.specs import JobOptions
-from spark_jobs.specs.jobs import IngestOptions
 
 DEFAULT_BATCH_ID = "{{ dag.dag_id }}/{{ run_id }}/{{ task.task_id }}"
 

@@ -44,13 +44,13 @@ from fastapi.responses import HTMLResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 
+from icecore.jobs.grammar import describe_size
 from icefloe_airflow.job_dags import job_dag_id
 from icefloe_airflow.policy import JOB_ORDER
 from icefloe_airflow.results import brief, describe
 from icefloe_airflow.ui.fleet import DEFAULT_ORDER, PER_PAGE_CHOICES, SORT_LABELS, FleetHistory
 from icefloe_airflow.ui.fleet import parse_params as parse_fleet_params
 from icefloe_airflow.ui.status import Overview, StatusCache, describe_error
-from spark_jobs.specs.grammar import describe_size
 
 log = logging.getLogger(__name__)
 

@@ -11,13 +11,13 @@ from collections.abc import Mapping, Sequence
 
 from icecore.catalog import Catalog
 from icecore.errors import AlreadyExistsError, ValidationError
+from icecore.jobs.errors import JobError
 from icecore.spec.partitioning import PartitionSpec
 from icecore.spec.properties import FORMAT_VERSION
 from icecore.spec.schema import Schema
 from icecore.spec.terms import parse_partition_spec, parse_sort_order
 from icecore.spec.types import IcebergType
 from icecore.table import Table
-from spark_jobs.common.errors import JobError
 
 
 def create_table(

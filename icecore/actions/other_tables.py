@@ -24,6 +24,7 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from icecore.actions.referenced_files import referenced_files
 from icecore.catalog.directories import (
     CatalogDirectories,
     DirectoryIndex,
@@ -32,9 +33,8 @@ from icecore.catalog.directories import (
 )
 from icecore.io import FileIO
 from icecore.io.locations import is_within, location_key
+from icecore.jobs.errors import JobError
 from icecore.spec.metadata import read_table_metadata
-from spark_jobs.common.errors import JobError
-from spark_jobs.files.referenced import referenced_files
 
 
 @dataclass(frozen=True)

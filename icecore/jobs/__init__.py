@@ -5,12 +5,13 @@ model; `results` each job's result class and the registry `RESULTS`; `grammar` s
 durations, instants and ratios; `argv` the command line derived from a declaration; `docs`
 the README's option tables.
 
-Standard library only, and importing nothing else of spark_jobs: the Airflow side
-(`icefloe_airflow`) builds its forms and checks its operators' options from these same
-declarations, on workers that have neither Spark nor the jobs' dependencies.
+Engine-neutral, beside the rest of the jobs' Spark-free part (`errors`, `where`, `progress`,
+`attempts`): the Airflow side (`icefloe_airflow`) builds its forms and checks its operators'
+options from these same declarations on workers without Spark, and the Spark jobs
+(`spark_jobs`) parse their command lines and report their results with them.
 """
 
-from spark_jobs.specs.jobs import JOBS
-from spark_jobs.specs.options import JobOptions, JobSpec, Option, OptionError
+from icecore.jobs.jobs import JOBS
+from icecore.jobs.options import JobOptions, JobSpec, Option, OptionError
 
 __all__ = ["JOBS", "JobOptions", "JobSpec", "Option", "OptionError"]

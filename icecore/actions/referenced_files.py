@@ -19,10 +19,10 @@ from __future__ import annotations
 from icecore.catalog.reachable import reachable_files
 from icecore.errors import FileError
 from icecore.io import FileIO
+from icecore.jobs.errors import JobError
 from icecore.location_provider import metadata_file_location
 from icecore.scan import snapshot_manifests
 from icecore.spec.metadata import TableMetadata
-from spark_jobs.common.errors import JobError
 
 VERSION_HINT = "version-hint.text"
 

@@ -17,7 +17,7 @@ from icecore.table import Table
 
 
 class ReplannedOptions(Protocol):
-    """The options of a job that re-plans after a conflict (`spark_jobs.specs.jobs`)."""
+    """The options of a job that re-plans after a conflict (`icecore.jobs.jobs`)."""
 
     @property
     def table(self) -> str: ...
@@ -37,7 +37,7 @@ def run_attempts(
     once: Callable[[Table, Attempt[K]], Attempted[R, K]],
 ) -> R:
     """`once(table, attempt)` on the freshly loaded `options.table`, up to
-    `options.max_attempts` times; the last attempt's result (a `spark_jobs.specs.results`
+    `options.max_attempts` times; the last attempt's result (a `icecore.jobs.results`
     dataclass with `attempts`, `conflicts` and `seconds`, and `failed_groups` if the job
     has partial progress) with the table, the attempts, the conflicts, the failed groups and
     the run's seconds."""

@@ -13,7 +13,7 @@ keys it misses take their defaults. A result is read by attribute; its JSON is `
 `figures()` are what the UI charts (bytes rewritten, files removed): each class names the
 fields they add up, and the state store keeps them in columns of its own.
 
-Standard library only, like the rest of `spark_jobs.specs`: the Airflow side imports it.
+Standard library only, like the rest of `icecore.jobs`: the Airflow side imports it.
 """
 
 from __future__ import annotations
@@ -302,7 +302,7 @@ class RemoveOrphanFilesResult(TrashingResult):
     failed_aborts: dict[str, str] | None = None
     young_uploads_count: int | None = None
     uploads_unchecked: str | None = None
-    # other tables' directories (`spark_jobs.files.other_tables`)
+    # other tables' directories (`icecore.actions.other_tables`)
     excluded_locations: list[dict[str, Any]] = field(default_factory=list)
     other_tables_checked: int = 0
     other_tables_referenced_files_kept: int = 0

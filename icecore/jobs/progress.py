@@ -11,7 +11,7 @@ import logging
 import threading
 import time
 
-from spark_jobs.specs.grammar import describe_size as size
+from icecore.jobs.grammar import describe_size as size
 
 __all__ = ["Progress", "size"]
 

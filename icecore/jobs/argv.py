@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
-from spark_jobs.specs.options import BOOLEAN, JobOptions, JobSpec, Option, OptionError
+from icecore.jobs.options import BOOLEAN, JobOptions, JobSpec, Option, OptionError
 
 CATALOG_URI_ENV = "ICEFLOE_CATALOG_URI"
 # A REST catalog's secrets, never flags: OAuth2 client credentials as `client_id:client_secret`

@@ -5,7 +5,7 @@ from __future__ import annotations
 from icecore.errors import ValidationError
 from icecore.expressions import BooleanExpression
 from icecore.expressions.parser import parse_filter
-from spark_jobs.common.errors import JobError
+from icecore.jobs.errors import JobError
 
 
 def parse_where(where: str | None) -> BooleanExpression | None:

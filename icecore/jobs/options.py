@@ -5,10 +5,10 @@
         target_file_size_bytes: int | None = option(
             None, SIZE, "size of the files written", procedure="target-file-size-bytes")
 
-From such a class come the job's argparse (`spark_jobs.specs.argv`), the Airflow form and the
+From such a class come the job's argparse (`icecore.jobs.argv`), the Airflow form and the
 operator's flags (`icefloe_airflow.forms`), the README's option tables
-(`spark_jobs.specs.docs`), and the Python API itself: constructing the class checks every
-value with the same grammar (`spark_jobs.specs.grammar`) and names the flag when one is
+(`icecore.jobs.docs`), and the Python API itself: constructing the class checks every
+value with the same grammar (`icecore.jobs.grammar`) and names the flag when one is
 wrong. So an option is added in one place, and a value that the job would refuse is refused
 by the form and the operator too, before any Spark application starts.
 
@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from spark_jobs.specs import grammar
+from icecore.jobs import grammar
 
 _MISSING = dataclasses.MISSING
 

@@ -1,4 +1,4 @@
-"""Every job's options, declared once (see `spark_jobs.specs.options`), and the registry.
+"""Every job's options, declared once (see `icecore.jobs.options`), and the registry.
 
 Option names follow Iceberg's Spark procedures (`rewrite_data_files`,
 `rewrite_position_delete_files`, `expire_snapshots`, `remove_orphan_files`) with dashes; each
@@ -10,8 +10,8 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, replace
 
-from spark_jobs.specs import grammar
-from spark_jobs.specs.options import (
+from icecore.jobs import grammar
+from icecore.jobs.options import (
     BOOLEAN,
     COLUMNS,
     DURATION,
