@@ -35,6 +35,7 @@ from icecore.spec.snapshots import (
     ADDED_FILES_SIZE,
     ADDED_POSITION_DELETE_FILES,
     APP_ID,
+    BATCH_ID,
     ENGINE_NAME,
     ICEFLOE_JOB,
     Snapshot,
@@ -58,9 +59,13 @@ class CommitSeen:
     """One new snapshot of a table, as its summary tells it.
 
     `job` is the icefloe job that committed it (`icefloe.job`), None for another engine's
-    commit; `engine` and `app_id` are what Iceberg Java's engines write (`engine-name`,
-    `app-id`), None when the writer wrote none (PyIceberg). `added_files_size` covers data
-    and delete files, as Java's summary does.
+    commit; `batch_id` the icefloe ingest batch it committed (`icefloe.batch-id`: our ingest
+    signs its commits so, not with `icefloe.job`, and publishes its own Asset event, so a
+    caller may skip these too); `engine` and `app_id` are what Iceberg Java's engines write
+    (`engine-name`, `app-id`; Spark: "spark" and its application id), None when the writer
+    wrote none (PyIceberg). `added_files_size` covers data and delete files, as Java's
+    summary does; `added_dvs` (v3 deletion vectors) are counted in `added_delete_files`
+    but not in `added_position_delete_files`, as Java counts them.
     """
 
     snapshot_id: int
@@ -70,6 +75,7 @@ class CommitSeen:
     engine: str | None
     app_id: str | None
     job: str | None
+    batch_id: str | None = None
     added_data_files: int = 0
     added_files_size: int = 0
     added_delete_files: int = 0
@@ -94,6 +100,7 @@ class CommitSeen:
             engine=summary.get(ENGINE_NAME),
             app_id=summary.get(APP_ID),
             job=summary.get(ICEFLOE_JOB),
+            batch_id=summary.get(BATCH_ID),
             added_data_files=_count(summary, ADDED_DATA_FILES),
             added_files_size=_count(summary, ADDED_FILES_SIZE),
             added_delete_files=_count(summary, ADDED_DELETE_FILES),

@@ -6,8 +6,10 @@ nothing off; created, dropped and renamed tables; a metadata file gone; one quer
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,6 +21,7 @@ from pyiceberg.table import Table as PyTable
 from pyiceberg.types import LongType, NestedField, StringType
 from sqlalchemy import event
 
+from icecore.actions.batch_ids import guard_batch
 from icecore.catalog.sql import SqlCatalog
 from icecore.changes import CatalogWatch, DueThresholds, TableChange, due_reasons
 from icecore.errors import IcecoreError
@@ -231,9 +234,12 @@ def test_a_baseline_whose_metadata_file_is_gone_learns_from_the_metadata_log(
     assert [c.snapshot_id for c in change.commits] == [new]
 
 
-def test_our_catalogs_commits_are_seen_too(catalog: SqlCatalog, engine: PyIcebergCatalog) -> None:
+def test_icecores_own_commits_are_seen_and_the_ingests_batch_is_named(
+    catalog: SqlCatalog, engine: PyIcebergCatalog
+) -> None:
     """A commit through icecore itself without `icefloe.job` (e.g. a user's script) is not
-    own: only the job's signature makes a commit own."""
+    own: only the job's signature makes a commit own. Our ingest's signature (the batch id,
+    as `guard_batch` records it) is reported for the caller to recognise."""
     schema = IcecoreSchema((IcecoreField(1, "id", IcecoreLong()),))
     table = catalog.create_table("db.events", schema)
     watch = CatalogWatch(catalog, {})
@@ -241,7 +247,16 @@ def test_our_catalogs_commits_are_seen_too(catalog: SqlCatalog, engine: PyIceber
     assert created.created and created.commits == ()
     append_rows(table, [{"id": 1}])
     (change,) = watch.poll()
-    assert [c.own for c in change.commits] == [False]
+    assert [(c.own, c.batch_id) for c in change.commits] == [(False, None)]
+
+    table = table.refresh()
+    (first,) = [t.file for t in table.scan().plan_files()]
+    copy = first.file_path.replace(".parquet", "-batch-7.parquet")
+    shutil.copyfile(first.file_path, copy)
+    appended = table.new_fast_append().append_file(dataclasses.replace(first, file_path=copy))
+    guard_batch(appended, "batch-7").commit()
+    (ingest,) = watch.poll()
+    assert [(c.own, c.batch_id) for c in ingest.commits] == [(False, "batch-7")]
 
 
 def test_table_versions_of_a_namespace_and_below(
