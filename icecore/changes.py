@@ -224,7 +224,13 @@ class CatalogWatch:
     `{}`: the baseline of an empty catalog) returns exactly the commits made since, none
     twice. A table whose metadata cannot be read (gone, unreadable, malformed) is skipped
     for that poll with a warning and looked at again at the next one; a failure to list the
-    catalog raises and leaves the cursor as it was.
+    catalog raises and leaves the cursor as it was. Save `cursor` once the changes are
+    handled: a caller that dies in between gets them again from the saved one (at least
+    once, never lost).
+
+    A poll costs `Catalog.table_versions` plus one metadata file per table that moved (two
+    the first time a table moves after a baseline: the file the baseline named is read for
+    its sequence number and UUID). `last_poll` tells what the last one cost.
     """
 
     def __init__(

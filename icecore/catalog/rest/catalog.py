@@ -15,6 +15,7 @@ Each loaded table gets a FileIO of its own: the catalog's properties, then the `
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
@@ -281,6 +282,8 @@ class RestCatalog(Catalog):
                     f"catalog {self.name!r}: loading {'.'.join(identifier)} without "
                     "If-None-Match was answered 304 Not Modified, which has no metadata"
                 )
+            if known.metadata is not None:  # served its turn at the last call
+                known = self._versions[identifier] = dataclasses.replace(known, metadata=None)
             return known
         body = response.json()
         location = body["metadata-location"]
