@@ -26,6 +26,7 @@ from typing import Any
 from icecore.catalog.base import Catalog, Identifier, to_identifier
 from icecore.errors import IcecoreError
 from icecore.spec.metadata import TableMetadata
+from icecore.spec.refs import MAIN_BRANCH
 from icecore.spec.snapshots import (
     ADDED_DATA_FILES,
     ADDED_DELETE_FILES,
@@ -125,7 +126,9 @@ class TableChange:
     since: all its snapshots). A table `dropped` since has no location and no commits. A
     rename is the old name dropped and the new one created with `renamed_from` set, whose
     commits are only those since the cursor. A change made only of `own` commits has no
-    `foreign_commits`: it sets nothing off.
+    `foreign_commits`: it sets nothing off. `commits_since_own` counts the snapshots of the
+    current `main` since icefloe's last commit to it (as far as the metadata keeps them):
+    commits pile up manifests between two maintenance runs, across polls.
     """
 
     identifier: Identifier
@@ -134,6 +137,7 @@ class TableChange:
     created: bool = False
     dropped: bool = False
     renamed_from: Identifier | None = None
+    commits_since_own: int = 0
 
     @property
     def name(self) -> str:
@@ -153,6 +157,7 @@ class TableChange:
             "created": self.created,
             "dropped": self.dropped,
             "renamed_from": ".".join(self.renamed_from) if self.renamed_from else None,
+            "commits_since_own": self.commits_since_own,
         }
 
 
@@ -323,7 +328,7 @@ class CatalogWatch:
             snapshots = list(metadata.snapshots)
         else:
             snapshots = [s for s in metadata.snapshots if seen.is_new(s)]
-        change = _change(identifier, location, snapshots, created=replaced)
+        change = _change(identifier, location, metadata, snapshots, created=replaced)
         return change, _Seen.of(metadata, location)
 
     def _complete(self, identifier: Identifier, seen: _Seen, metadata: TableMetadata) -> _Seen:
@@ -361,7 +366,10 @@ class CatalogWatch:
         for key, old in gone.items():
             if old.location == location:
                 gone[key] = _RENAMED
-                return _renamed(identifier, location, key, ()), old
+                moved = TableChange(
+                    identifier, location, created=True, renamed_from=to_identifier(key)
+                )
+                return moved, old
         metadata = self._read(identifier, location)
         if metadata is None:
             return None, None  # not in the cursor: the next poll sees it as new again
@@ -375,8 +383,9 @@ class CatalogWatch:
             if entry.known and entry.table_uuid == metadata.table_uuid:
                 gone[key] = _RENAMED
                 new = [s for s in metadata.snapshots if entry.is_new(s)]
-                return _renamed(identifier, location, key, new), _Seen.of(metadata, location)
-        change = _change(identifier, location, list(metadata.snapshots), created=True)
+                renamed = _change(identifier, location, metadata, new, created=True, old=key)
+                return renamed, _Seen.of(metadata, location)
+        change = _change(identifier, location, metadata, list(metadata.snapshots), created=True)
         return change, _Seen.of(metadata, location)
 
 
@@ -389,25 +398,37 @@ def _ordered(snapshots: Iterable[Snapshot]) -> tuple[CommitSeen, ...]:
 
 
 def _change(
-    identifier: Identifier, location: str, snapshots: list[Snapshot], *, created: bool
+    identifier: Identifier,
+    location: str,
+    metadata: TableMetadata,
+    snapshots: list[Snapshot],
+    *,
+    created: bool,
+    old: str | None = None,
 ) -> TableChange | None:
     """None for a change without new snapshots (a property or schema update): nothing to
-    maintain, and the cursor moves on silently."""
+    maintain, and the cursor moves on silently. `old`: the name a renamed table had."""
     if not snapshots and not created:
         return None
-    return TableChange(identifier, location, _ordered(snapshots), created=created)
-
-
-def _renamed(
-    identifier: Identifier, location: str, old_key: str, snapshots: list[Snapshot]
-) -> TableChange:
     return TableChange(
         identifier,
         location,
         _ordered(snapshots),
-        created=True,
-        renamed_from=to_identifier(old_key),
+        created=created,
+        renamed_from=None if old is None else to_identifier(old),
+        commits_since_own=_since_own(metadata),
     )
+
+
+def _since_own(metadata: TableMetadata) -> int:
+    """Snapshots of `main` after the last one an icefloe job committed."""
+    head = metadata.refs.get(MAIN_BRANCH)
+    count = 0
+    for snapshot in metadata.ancestors_of(head.snapshot_id) if head else ():
+        if snapshot.summary is not None and snapshot.summary.get(ICEFLOE_JOB) is not None:
+            break
+        count += 1
+    return count
 
 
 @dataclass(frozen=True)
@@ -420,7 +441,9 @@ class DueThresholds:
     `small_file_bytes`: a data file below this size is small (the policy's
     `min_target_size_ratio x target size`); a commit's data files are taken as small when
     its added bytes per added file are below it (the summary has no per-file sizes).
-    `min_commits`: commits that each add manifests (None: not a reason by itself).
+    `min_commits`: commits to `main` since icefloe's last (`TableChange.commits_since_own`;
+    each adds manifests, so this stands for the policy's manifest count; None: not a
+    reason by itself).
     """
 
     small_file_bytes: int
@@ -451,8 +474,9 @@ def due_reasons(change: TableChange, thresholds: DueThresholds) -> tuple[str, ..
         reasons.append(f"{deletes} delete file(s) added")
     if equality >= thresholds.min_equality_delete_files:
         reasons.append(f"{equality} equality delete file(s) added")
-    if thresholds.min_commits is not None and len(commits) >= thresholds.min_commits:
-        reasons.append(f"{len(commits)} commit(s), each adding manifests")
+    piled = change.commits_since_own
+    if commits and thresholds.min_commits is not None and piled >= thresholds.min_commits:
+        reasons.append(f"{piled} commit(s) since the last maintenance, each adding manifests")
     return tuple(reasons)
 
 

@@ -113,6 +113,16 @@ def test_other_engines_commits_once_each_and_own_commits_set_nothing_off(
     assert due_reasons(own, THRESHOLDS) == ()
     json.dumps(own.to_json())
 
+    manifests = DueThresholds(small_file_bytes=10, min_commits=3)
+    assert change.commits_since_own == 3, "its first commit, then the two"
+    assert due_reasons(change, manifests) == (
+        "3 commit(s) since the last maintenance, each adding manifests",
+    )
+    assert own.commits_since_own == 0 and due_reasons(own, manifests) == ()
+    append(events, 4)
+    (after,) = watch.poll()
+    assert after.commits_since_own == 1 and due_reasons(after, manifests) == ()
+
 
 def test_a_watch_restarted_from_its_json_cursor_misses_nothing_and_repeats_nothing(
     catalog: SqlCatalog, engine: PyIcebergCatalog

@@ -25,7 +25,7 @@ def test_spark_inserts_and_deletion_vectors_are_seen_with_their_engine(
     warehouse = tmp_path / "warehouse"
     iceberg_java.attach("watched", warehouse)
     table = iceberg_java.create_table(
-        "watched.db.t", format_version=3, files=4, rows_per_file=100, partitions=2
+        "watched.db.t", format_version=3, files=2, rows_per_file=100, partitions=2
     )
     catalog = SqlCatalog("watched", None, warehouse)
     watch = CatalogWatch(catalog)
