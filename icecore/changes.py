@@ -10,9 +10,10 @@ are told from their snapshot summaries (who committed, how many files of which k
 they added), never from manifests. icefloe's jobs sign their commits (`icefloe.job` in the
 summary): they are `own` commits, and `due_reasons` looks at the others only.
 
-The cursor is a JSON-serializable `{"db.table": "..."}` that a caller stores between polls
-(e.g. in an Airflow trigger's kwargs); a watch built from it emits each commit made since
-exactly once, also across a restart.
+The cursor is a JSON-serializable `{"db.table": "..."}` (about 140 bytes a table) that a
+caller stores between polls, where it survives a restart (an Airflow trigger's kwargs are
+fixed when the trigger is created: a state store); a watch built from it emits each commit
+made since, none twice.
 """
 
 from __future__ import annotations
