@@ -40,6 +40,7 @@ from icecore.spec.snapshots import (
     BATCH_ID,
     ENGINE_NAME,
     ICEFLOE_JOB,
+    Operation,
     Snapshot,
 )
 
@@ -463,11 +464,14 @@ class DueThresholds:
 
 def due_reasons(change: TableChange, thresholds: DueThresholds) -> tuple[str, ...]:
     """Why `change` may make the table's maintenance due (empty: it cannot). Only the
-    commits of other engines count: icefloe's own never set off maintenance."""
+    commits of other engines count: icefloe's own never set off maintenance. Nor do the
+    files of another engine's `replace` (its own compaction: it rearranges files and
+    changes no data), though the commit counts towards `min_commits`."""
     commits = change.foreign_commits
-    small = sum(c.added_data_files for c in commits if _small_files(c, thresholds))
-    deletes = sum(c.added_delete_files for c in commits)
-    equality = sum(c.added_equality_delete_files for c in commits)
+    writes = [c for c in commits if c.operation != Operation.REPLACE.value]
+    small = sum(c.added_data_files for c in writes if _small_files(c, thresholds))
+    deletes = sum(c.added_delete_files for c in writes)
+    equality = sum(c.added_equality_delete_files for c in writes)
     reasons = []
     if small >= thresholds.min_small_files:
         reasons.append(f"{small} small data file(s) added")

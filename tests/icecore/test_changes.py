@@ -268,6 +268,18 @@ def test_icecores_own_commits_are_seen_and_the_ingests_batch_is_named(
     (ingest,) = watch.poll()
     assert [(c.own, c.batch_id) for c in ingest.commits] == [(False, "batch-7")]
 
+    # Another engine's compaction (a replace, unsigned): files rearranged, nothing due.
+    table = table.refresh()
+    old = next(t.file for t in table.scan().plan_files())
+    rewritten = old.file_path.replace(".parquet", "-rewritten.parquet")
+    shutil.copyfile(old.file_path, rewritten)
+    rewrite = table.new_rewrite().delete_file(old)
+    rewrite.add_file(dataclasses.replace(old, file_path=rewritten)).commit()
+    (compacted,) = watch.poll()
+    assert [(c.operation, c.own) for c in compacted.commits] == [("replace", False)]
+    assert due_reasons(compacted, THRESHOLDS) == ()
+    assert due_reasons(ingest, THRESHOLDS) == ("1 small data file(s) added",)
+
 
 def test_table_versions_of_a_namespace_and_below(
     catalog: SqlCatalog, engine: PyIcebergCatalog
