@@ -184,6 +184,24 @@ def test_created_dropped_and_renamed_between_polls(
     assert set(watch.cursor) == {"db.fresh", "db.moved", "db.stays"}
 
 
+def test_a_v1_table_whose_snapshots_are_all_numbered_0_is_followed_by_time(
+    catalog: SqlCatalog, engine: PyIcebergCatalog
+) -> None:
+    schema = Schema(NestedField(1, "id", LongType()), NestedField(2, "part", StringType()))
+    events = engine.create_table("db.v1", schema, properties={"format-version": "1"})
+    append(events, 1)
+    watch = CatalogWatch(catalog)
+    watch.poll()
+    new = [append(events, 2), append(events, 3)]
+
+    (change,) = watch.poll()
+    assert [c.snapshot_id for c in change.commits] == new
+    assert {c.sequence_number for c in change.commits} == {0}
+    later = append(events, 4)
+    (change,) = CatalogWatch(catalog, json.loads(json.dumps(watch.cursor))).poll()
+    assert [c.snapshot_id for c in change.commits] == [later]
+
+
 def test_a_table_recreated_under_its_name_reports_the_new_tables_commits(
     catalog: SqlCatalog, engine: PyIcebergCatalog
 ) -> None:
