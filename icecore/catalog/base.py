@@ -17,9 +17,11 @@ from dataclasses import dataclass
 from icecore.commit.changes import TableCommit
 from icecore.errors import (
     CatalogError,
+    NoSuchNamespaceError,
+    NoSuchTableError,
 )
 from icecore.io import FileIO
-from icecore.spec.metadata import TableMetadata
+from icecore.spec.metadata import TableMetadata, read_table_metadata
 from icecore.spec.partitioning import UNPARTITIONED, PartitionSpec
 from icecore.spec.schema import Schema
 from icecore.spec.sorting import UNSORTED, SortOrder
@@ -136,6 +138,40 @@ class Catalog(ABC):
                 yield TablePointer(
                     self.name, identifier, self.current_metadata_location(identifier)
                 )
+
+    def table_versions(self, namespace: str | Iterable[str] | None = None) -> dict[Identifier, str]:
+        """Each table's version: its current metadata location, which every commit changes.
+
+        All tables of the catalog, or those of `namespace` and the namespaces below it (a
+        namespace that does not exist holds none). This is what a watcher asks at every poll
+        (`icecore.changes.CatalogWatch`), so catalogs answer it as cheaply as they can: this
+        walk costs a call per namespace and per table; the SQL catalog answers with one query
+        and the REST catalog loads tables with `If-None-Match`. A table dropped while it is
+        walked is left out.
+        """
+        if namespace is None:
+            return {p.identifier: p.metadata_location for p in self.table_pointers()}
+        versions: dict[Identifier, str] = {}
+        pending: list[Identifier] = [to_identifier(namespace)]
+        while pending:
+            current = pending.pop()
+            try:
+                pending.extend(self.list_namespaces(current))
+                tables = self.list_tables(current)
+            except NoSuchNamespaceError:
+                continue
+            for identifier in tables:
+                try:
+                    versions[identifier] = self.current_metadata_location(identifier)
+                except NoSuchTableError:
+                    continue
+        return versions
+
+    def metadata_at(self, identifier: str | Iterable[str], metadata_location: str) -> TableMetadata:
+        """The table's metadata as of `metadata_location`, one of its versions
+        (`table_versions`); a catalog that already holds it (a REST load) needs no read."""
+        table_identifier(identifier)
+        return read_table_metadata(self.io, metadata_location)
 
     @abstractmethod
     def current_metadata_location(self, identifier: str | Iterable[str]) -> str:

@@ -358,19 +358,35 @@ class SqlCatalog(MetastoreCatalog):
     def table_pointers(self, *, all_catalogs: bool = False) -> Iterator[TablePointer]:
         """One query for every table (of every catalog name in the database with
         `all_catalogs`: catalogs that share a database often share a warehouse too)."""
+        for catalog_name, namespace, name, location in self._pointer_rows(all_catalogs, None):
+            yield TablePointer(catalog_name, (*namespace.split("."), name), location)
+
+    def table_versions(self, namespace: str | Iterable[str] | None = None) -> dict[Identifier, str]:
+        """One query over the catalog's rows, whatever the number of tables."""
+        scope = None if namespace is None else _namespace_string(namespace)
+        rows = self._pointer_rows(False, scope)
+        return {(*ns.split("."), name): location for _, ns, name, location in rows}
+
+    def _pointer_rows(self, all_catalogs: bool, namespace: str | None) -> list[tuple[str, ...]]:
+        """(catalog, namespace, table, metadata location) of the tables that have a location,
+        sorted; in `namespace` and the namespaces below it if one is given."""
         stmt = select(
             TABLES.c.catalog_name,
             TABLES.c.table_namespace,
             TABLES.c.table_name,
             TABLES.c.metadata_location,
-        ).where(self._tables_of_type())
+        ).where(self._tables_of_type(), TABLES.c.metadata_location.is_not(None))
         if not all_catalogs:
             stmt = stmt.where(TABLES.c.catalog_name == self.name)
+        if namespace is not None:
+            stmt = stmt.where(
+                or_(
+                    TABLES.c.table_namespace == namespace,
+                    TABLES.c.table_namespace.like(_children_pattern(namespace), escape="!"),
+                )
+            )
         with self._db("list every table"), self.engine.connect() as conn:
-            rows = sorted(tuple(row) for row in conn.execute(stmt))
-        for catalog_name, namespace, name, location in rows:
-            if location:
-                yield TablePointer(catalog_name, (*namespace.split("."), name), location)
+            return sorted(tuple(row) for row in conn.execute(stmt) if row[3])
 
     def table_exists(self, identifier: str | Iterable[str]) -> bool:
         ident = table_identifier(identifier)

@@ -46,6 +46,13 @@ ADDED_EQUALITY_DELETES = "added-equality-deletes"
 REMOVED_EQUALITY_DELETES = "removed-equality-deletes"
 TOTAL_EQUALITY_DELETES = "total-equality-deletes"
 CHANGED_PARTITION_COUNT = "changed-partition-count"
+# Deletion vectors (v3): Java counts them in added-delete-files, not in
+# added-position-delete-files (its SnapshotSummary's ADDED_DVS_PROP).
+ADDED_DVS = "added-dvs"
+# Who committed, as Iceberg Java's engines write it (Spark: `engine-name` spark and
+# its application id as `app-id`); PyIceberg (0.12) writes none of them.
+ENGINE_NAME = "engine-name"
+APP_ID = "app-id"
 # icefloe's own: the job that committed the snapshot (absent from other engines' commits).
 ICEFLOE_JOB = "icefloe.job"
 # ... and, for an ingestion, the batch it committed (`icecore.actions.batch_ids`) and how.

@@ -15,8 +15,11 @@ Each loaded table gets a FileIO of its own: the catalog's properties, then the `
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Iterable, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
@@ -33,7 +36,7 @@ from icecore.catalog.rest.auth import (
     SigV4Signer,
     extra_headers,
 )
-from icecore.catalog.rest.http import RestError, RestSession
+from icecore.catalog.rest.http import RestError, RestSession, int_property
 from icecore.commit.changes import TableCommit, updates_landed
 from icecore.errors import (
     CatalogError,
@@ -44,7 +47,7 @@ from icecore.errors import (
 )
 from icecore.io import FileIO
 from icecore.io.properties import flag
-from icecore.spec.metadata import TableMetadata
+from icecore.spec.metadata import TableMetadata, read_table_metadata
 from icecore.spec.partitioning import UNPARTITIONED, PartitionSpec
 from icecore.spec.schema import Schema
 from icecore.spec.sorting import UNSORTED, SortOrder
@@ -56,7 +59,19 @@ URI = "uri"
 PREFIX = "prefix"
 ACCESS_DELEGATION = "header.X-Iceberg-Access-Delegation"
 PAGE_SIZE = ("rest.page-size", "1000")
+VERSION_THREADS = ("rest.table-versions-threads", 8)
 _NAMESPACE_SEPARATOR = "\x1f"
+
+
+@dataclass(frozen=True)
+class _Version:
+    """A table as `table_versions` last loaded it: `metadata` (the loaded JSON) is kept only
+    when the load found it changed, for `metadata_at` to use instead of reading the file."""
+
+    location: str
+    etag: str | None
+    io: FileIO
+    metadata: Mapping[str, Any] | None
 
 
 class RestCatalog(Catalog):
@@ -93,6 +108,8 @@ class RestCatalog(Catalog):
         # Used as given, slashes included (Glue's is `catalogs/<id>`), as Java's client does.
         prefix = merged.get(PREFIX, "").strip("/")
         self._base = f"v1/{prefix}/" if prefix else "v1/"
+        # What `table_versions` last learnt of each table (its ETag above all).
+        self._versions: dict[Identifier, _Version] = {}
 
     def _new_session(self, name: str, uri: str, props: Mapping[str, str]) -> RestSession:
         oauth = None
@@ -216,6 +233,81 @@ class RestCatalog(Catalog):
 
     def current_metadata_location(self, identifier: str | Iterable[str]) -> str:
         return self._load(table_identifier(identifier))[0]["metadata-location"]
+
+    def table_versions(self, namespace: str | Iterable[str] | None = None) -> dict[Identifier, str]:
+        """The REST protocol lists no metadata locations: every table is loaded, with
+        `If-None-Match: <the ETag of its last load>` (REST spec, loadTable, since Iceberg
+        1.8), so that a server that issues ETags answers an unchanged table with a
+        body-less 304 and this costs one small request per table. A server that issues none
+        (Iceberg Java's own handlers up to 1.10) sends every table's full metadata at every
+        call. Plus one call per namespace and per page of its tables. The loads go
+        `rest.table-versions-threads` (8) at a time: one after the other, a catalog of
+        thousands of tables takes thousands of round trips.
+        """
+        scope = () if namespace is None else to_identifier(namespace)
+        pending: list[Identifier] = [scope] if scope else list(self.list_namespaces())
+        tables: list[Identifier] = []
+        while pending:
+            current = pending.pop()
+            try:
+                pending.extend(self.list_namespaces(current))
+                tables.extend(self.list_tables(current))
+            except NoSuchNamespaceError:
+                continue
+        threads = int_property(self.properties, *VERSION_THREADS)
+        with ThreadPoolExecutor(max(1, min(threads, len(tables))), "icefloe-versions") as pool:
+            loaded = list(pool.map(self._conditional_load, tables))
+        for identifier in [i for i in self._versions if i[: len(scope)] == scope]:
+            del self._versions[identifier]
+        for identifier, version in zip(tables, loaded, strict=True):
+            if version is not None:
+                self._versions[identifier] = version
+        return {i: v.location for i, v in zip(tables, loaded, strict=True) if v is not None}
+
+    def _conditional_load(self, identifier: Identifier) -> _Version | None:
+        """Load `identifier` unless its ETag still matches; None if it is gone meanwhile."""
+        known = self._versions.get(identifier)
+        headers = self._delegation()
+        if known is not None and known.etag:
+            headers["If-None-Match"] = known.etag
+        try:
+            response = self._session.request(
+                "GET",
+                self._table_path(identifier),
+                f"load table {'.'.join(identifier)}",
+                headers=headers,
+                ok=(200, 304),
+            )
+        except (NoSuchTableError, NoSuchNamespaceError):
+            return None
+        if response.status_code == 304:
+            if known is None:
+                raise CatalogError(
+                    f"catalog {self.name!r}: loading {'.'.join(identifier)} without "
+                    "If-None-Match was answered 304 Not Modified, which has no metadata"
+                )
+            # Its metadata, if the last call kept it, has served its turn.
+            return dataclasses.replace(known, metadata=None)
+        body = response.json()
+        location = body["metadata-location"]
+        changed = known is not None and known.location != location
+        return _Version(
+            location,
+            response.headers.get("ETag"),
+            self._table_io(body),
+            body["metadata"] if changed else None,
+        )
+
+    def metadata_at(self, identifier: str | Iterable[str], metadata_location: str) -> TableMetadata:
+        """The metadata that `table_versions` just loaded, when the table changed there (no
+        read); else the file, read with the table's vended settings if it had any."""
+        ident = table_identifier(identifier)
+        known = self._versions.get(ident)
+        if known is not None and known.location == metadata_location:
+            if known.metadata is not None:
+                return TableMetadata.from_json(known.metadata, location=metadata_location)
+            return read_table_metadata(known.io, metadata_location)
+        return read_table_metadata(self.io, metadata_location)
 
     def load_metadata(self, identifier: str | Iterable[str]) -> TableMetadata:
         return self.load_table(identifier).metadata
