@@ -25,11 +25,11 @@ from icecore.actions.batch_ids import guard_batch
 from icecore.catalog.sql import SqlCatalog
 from icecore.changes import CatalogWatch, DueThresholds, TableChange, due_reasons
 from icecore.errors import IcecoreError
+from icecore.jobs.jobs import RewriteManifestsOptions
 from icecore.spec.schema import Schema as IcecoreSchema
 from icecore.spec.types import LongType as IcecoreLong
 from icecore.spec.types import NestedField as IcecoreField
 from spark_jobs.rewrite_manifests import run as rewrite_manifests
-from spark_jobs.specs.jobs import RewriteManifestsOptions
 from tests.support.catalogs import append_rows
 
 ARROW = pa.schema([("id", pa.int64()), ("part", pa.string())])
