@@ -6,7 +6,7 @@ to the catalog icecore opens, writes partition-scoped position delete files on v
 deletion vector per data file on v3, and icecore, DuckDB and PyIceberg read exactly the rows
 it left. Then issue 36's bar: our `rewrite_data_files` and `rewrite_position_deletes` while
 the writer commits every 0.5 s commit on their first plan, give way to nothing and lose or
-resurrect no row.
+resurrect no row. Last, what a catalog watch (issue 37) sees of the writer's commits.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from pyiceberg.table import StaticTable
 from pyspark.sql import SparkSession
 
 from icecore.catalog import SqlCatalog
+from icecore.changes import CatalogWatch, DueThresholds, due_reasons
 from icecore.jobs.jobs import RewriteDataFilesOptions, RewritePositionDeletesOptions
 from icecore.spec.manifest import FileContent, FileFormat
 from icecore.spec.snapshots import Snapshot
@@ -217,3 +218,38 @@ def _sequence_number(table: Table) -> int:
     table.refresh()
     snapshot = table.metadata.current_snapshot()
     return snapshot.sequence_number if snapshot else 0
+
+
+def test_spark_inserts_and_deletion_vectors_are_seen_with_their_engine(
+    iceberg_java: IcebergJava, tmp_path: Path
+) -> None:
+    """CatalogWatch on the writer's commits (issue 37): who committed (`engine-name`, the
+    application id) and what (an INSERT's data files, a v3 DELETE's deletion vectors), as
+    their summaries say it, and whether that may make maintenance due."""
+    warehouse = tmp_path / "warehouse"
+    iceberg_java.attach("watched", warehouse)
+    table = iceberg_java.create_table(
+        "watched.db.t", format_version=3, files=2, rows_per_file=100, partitions=2
+    )
+    catalog = SqlCatalog("watched", None, warehouse)
+    watch = CatalogWatch(catalog)
+    assert watch.poll() == []
+
+    iceberg_java.sql(f"INSERT INTO {table.identifier} VALUES (100000, 0, 'x')")
+    deleted = iceberg_java.delete(table.identifier, [1, 2, 150])
+    assert deleted.error is None, deleted.error
+
+    (change,) = watch.poll()
+    insert, delete = change.commits
+    assert (insert.operation, insert.added_data_files) == ("append", 1)
+    assert delete.snapshot_id == deleted.snapshot_id
+    assert delete.operation in ("delete", "overwrite")
+    assert delete.added_dvs == 2 and delete.added_delete_files == 2, delete
+    assert delete.added_position_delete_files == 0, "a DV is not a position delete file"
+    for commit in change.commits:
+        assert commit.engine == "spark"
+        assert commit.app_id == iceberg_java.app_id
+        assert not commit.own
+    reasons = due_reasons(change, DueThresholds(small_file_bytes=32 << 20))
+    assert reasons == ("1 small data file(s) added", "2 delete file(s) added")
+    catalog.close()
