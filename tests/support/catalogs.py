@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 from pyiceberg.catalog.sql import SqlCatalog as PyIcebergCatalog
 from sqlalchemy import create_engine, delete, text
+from sqlalchemy.pool import NullPool
 
 from icecore.catalog.sql import NAMESPACE_PROPERTIES, TABLES, SqlCatalog
 from icecore.scan import snapshot_manifests
@@ -61,6 +62,35 @@ def catalog_uri(backend: str, warehouse: Path) -> str:
     if reason:
         pytest.skip(reason)
     return POSTGRES_URI
+
+
+def tagged_uri(uri: str, tag: str) -> str:
+    """`uri` whose PostgreSQL connections carry `tag` as their application name (SQLite's
+    unchanged), so that `await_killed_client` can tell when the server is done with them."""
+    if not uri.startswith("postgresql"):
+        return uri
+    return f"{uri}{'&' if '?' in uri else '?'}application_name={tag}"
+
+
+def await_killed_client(uri: str, tag: str, timeout: float = 30) -> None:
+    """Wait until PostgreSQL has no backend of a killed client's `tagged_uri` connections.
+
+    A process killed right after sending its COMMIT leaves the server to apply it moments
+    later: read before then, a table would lack a commit that is about to appear."""
+    if not uri.startswith("postgresql"):
+        return
+    engine = create_engine(uri, poolclass=NullPool)
+    query = text("select count(*) from pg_stat_activity where application_name = :tag")
+    deadline = time.monotonic() + timeout
+    try:
+        with engine.connect() as connection:
+            while connection.execute(query, {"tag": tag}).scalar_one():
+                if time.monotonic() > deadline:
+                    raise AssertionError(f"PostgreSQL still serves killed client {tag}")
+                connection.rollback()  # a fresh snapshot of pg_stat_activity each time
+                time.sleep(0.02)
+    finally:
+        engine.dispose()
 
 
 def unique_catalog_name() -> str:

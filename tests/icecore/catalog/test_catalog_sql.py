@@ -14,6 +14,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+import uuid
 from dataclasses import replace
 from pathlib import Path
 
@@ -41,8 +42,10 @@ from icecore.spec.types import LongType, NestedField, StringType
 from icecore.table import Table
 from tests.support.catalogs import (
     append_rows,
+    await_killed_client,
     catalog_uri,
     forget_catalog,
+    tagged_uri,
     unique_catalog_name,
 )
 from tests.support.reader import scan_rows
@@ -636,13 +639,16 @@ def test_killed_at_random_moments_in_a_commit_loop(catalog: SqlCatalog) -> None:
     rng = random.Random(1234)
     reported: set[str] = set()
     for round_ in range(6):
-        process = run_python(_WORKER, catalog.name, catalog.uri, warehouse, round_, 10_000)
+        tag = f"killed-{uuid.uuid4().hex[:12]}"
+        uri = tagged_uri(catalog.uri, tag)
+        process = run_python(_WORKER, catalog.name, uri, warehouse, round_, 10_000)
         assert process.stdout is not None
         out = process.stdout.readline()  # running: at least one commit done
         time.sleep(rng.uniform(0.0, 0.3))
         process.send_signal(signal.SIGKILL)
         out += process.stdout.read()
         process.wait(timeout=30)
+        await_killed_client(catalog.uri, tag)
         reported.update(f"w{round_}-{line}" for line in out.split())
 
         current = catalog.load_table("db.t").metadata  # reads and parses the file

@@ -34,7 +34,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import sqlalchemy
 
 from icecore.catalog.sql import SqlCatalog
 from icecore.errors import CommitConflictError
@@ -44,7 +43,14 @@ from icecore.spec.metadata import TableMetadata, read_table_metadata
 from icecore.spec.schema import Schema
 from icecore.spec.types import LongType, NestedField, StringType
 from icecore.table import Table
-from tests.support.catalogs import BACKENDS, catalog_uri, forget_catalog, unique_catalog_name
+from tests.support.catalogs import (
+    BACKENDS,
+    await_killed_client,
+    catalog_uri,
+    forget_catalog,
+    tagged_uri,
+    unique_catalog_name,
+)
 from tests.support.parquet import to_arrow, write_parquet
 from tests.support.reader import scan_rows
 from tests.support.tables import DELETE_FILE_PATH, DELETE_POS
@@ -117,16 +123,9 @@ def _say(line: str) -> None:
 
 
 def _worker_catalog(config: dict[str, Any]) -> SqlCatalog:
-    return SqlCatalog(config["catalog"], _tagged_uri(config), config["warehouse"])
-
-
-def _tagged_uri(config: dict[str, Any]) -> str:
-    """On PostgreSQL, the worker's connections carry its own application name, so that the
-    parent can tell when the server is done with what a killed worker had sent."""
-    uri = str(config["uri"])
-    if not uri.startswith("postgresql"):
-        return uri
-    return f"{uri}{'&' if '?' in uri else '?'}application_name={config['tag']}"
+    return SqlCatalog(
+        config["catalog"], tagged_uri(config["uri"], config["tag"]), config["warehouse"]
+    )
 
 
 def run_appends(config: dict[str, Any]) -> None:
@@ -263,16 +262,11 @@ class Worker:
         return line
 
     def kill(self) -> None:
-        """SIGKILL, then wait until the catalog's server has finished with the dead worker.
-
-        A worker killed right after sending its COMMIT leaves PostgreSQL to apply it moments
-        later; read before then, the table would lack a commit that is about to appear.
-        """
+        """SIGKILL, then wait until the catalog's server has finished with the dead worker."""
         if self.process.poll() is None:
             self.process.send_signal(signal.SIGKILL)
         self.process.wait()
-        if str(self.config["uri"]).startswith("postgresql"):
-            _wait_for_backends_gone(str(self.config["uri"]), self.config["tag"])
+        await_killed_client(self.config["uri"], self.config["tag"])
 
     def committed(self) -> list[str]:
         """Paths the worker reported committed; call once it has exited."""
@@ -282,21 +276,6 @@ class Worker:
 
     def attempts(self) -> int:
         return sum(int(line.split()[2]) for line in self.lines if line.startswith("committed "))
-
-
-def _wait_for_backends_gone(uri: str, tag: str, timeout: float = 30) -> None:
-    engine = sqlalchemy.create_engine(uri, poolclass=sqlalchemy.pool.NullPool)
-    query = sqlalchemy.text("select count(*) from pg_stat_activity where application_name = :tag")
-    deadline = time.monotonic() + timeout
-    try:
-        with engine.connect() as connection:
-            while connection.execute(query, {"tag": tag}).scalar_one():
-                if time.monotonic() > deadline:
-                    raise AssertionError(f"PostgreSQL still serves killed worker {tag}")
-                connection.rollback()  # a fresh snapshot of pg_stat_activity each time
-                time.sleep(0.02)
-    finally:
-        engine.dispose()
 
 
 Spawn = Callable[[dict[str, Any]], Worker]
