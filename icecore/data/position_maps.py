@@ -47,6 +47,7 @@ SOURCE_FILE, SOURCE_POS = "_src_file", "_src_pos"
 ROW_MAPS = "_row-maps"  # the directory of a write's row maps, below the write's own
 # A row as one long: its input's number above the position (below 2**40 rows per file).
 POSITION_BITS = 40
+_MAP_BATCH_ROWS = 1 << 20  # rows of a row map the driver reads at a time
 
 
 class PositionMap(Protocol):
@@ -186,17 +187,28 @@ class SegmentRecorder:
     wrote, in order, with how many rows each."""
 
     def __init__(self) -> None:
-        self._reads: list[_Read] = []
+        # Consecutive reads of one file grow one entry: (file, start, end, dropped chunks),
+        # joined once at the end (joining at every batch costs the square of a file's batches).
+        self._reading: list[tuple[str, int, int, list[np.ndarray]]] = []
 
     def read(self, data_file: str, start: int, end: int, dropped: np.ndarray) -> None:
         """Rows `start` to `end` (exclusive) of `data_file` were read, and all but `dropped`
         (ascending, within the range) were written next."""
-        last = self._reads[-1] if self._reads else None
-        if last is not None and last.data_file == data_file and last.end == start:
-            dropped = np.concatenate([last.dropped, dropped]) if len(dropped) else last.dropped
-            self._reads[-1] = _Read(data_file, last.start, end, dropped)
-        else:
-            self._reads.append(_Read(data_file, start, end, np.asarray(dropped, np.int64)))
+        chunk = np.asarray(dropped, np.int64)
+        if self._reading:
+            path, first, last_end, chunks = self._reading[-1]
+            if path == data_file and last_end == start:
+                chunks.append(chunk)
+                self._reading[-1] = (path, first, end, chunks)
+                return
+        self._reading.append((data_file, start, end, [chunk]))
+
+    @property
+    def _reads(self) -> list[_Read]:
+        return [
+            _Read(path, start, end, chunks[0] if len(chunks) == 1 else np.concatenate(chunks))
+            for path, start, end, chunks in self._reading
+        ]
 
     def dropped(self) -> dict[str, np.ndarray]:
         """Per input file, the positions read but not written."""
@@ -272,8 +284,11 @@ class RowMap:
         inputs: Mapping[str, int],
         new_files: Mapping[str, Sequence[str]],
         row_maps: Mapping[str, str],
+        *,
+        batch_rows: int = _MAP_BATCH_ROWS,
     ) -> None:
         self.io = io
+        self.batch_rows = batch_rows
         self._inputs = dict(inputs)  # input file -> its number in the rows' `SOURCE_FILE`
         self._new_files = {path: list(files) for path, files in new_files.items()}
         self._row_maps = dict(row_maps)  # new file -> its row map
@@ -292,19 +307,24 @@ class RowMap:
             (np.int64(self._inputs[path]) << POSITION_BITS) | np.asarray(p, dtype=np.int64)
             for path, p in deleted.items()
         ]
-        if not keys:
+        wanted = np.unique(np.concatenate(keys)) if keys else np.empty(0, np.int64)
+        if not len(wanted):
             return
-        wanted = np.unique(np.concatenate(keys))
         files = sorted({f for path in deleted for f in self._new_files.get(path, ())})
         for new_file in files:
+            hits = []
+            offset = 0
             with self.io.open_input(self._row_maps[new_file]) as source:
-                table = pq.read_table(source, columns=[SOURCE_FILE, SOURCE_POS])
-            numbers = integers(table.column(SOURCE_FILE).combine_chunks()).astype(np.int64)
-            positions = integers(table.column(SOURCE_POS).combine_chunks())
-            found = (numbers << POSITION_BITS) | positions
-            hits = np.flatnonzero(np.isin(found, wanted))
-            if len(hits):
-                yield new_file, hits.astype(np.int64)
+                # In batches: the driver holds one batch of a map, however large its file.
+                for batch in pq.ParquetFile(source).iter_batches(self.batch_rows):
+                    numbers = integers(batch.column(SOURCE_FILE)).astype(np.int64)
+                    found = (numbers << POSITION_BITS) | integers(batch.column(SOURCE_POS))
+                    at = np.minimum(np.searchsorted(wanted, found), len(wanted) - 1)
+                    hits.append(offset + np.flatnonzero(wanted[at] == found))
+                    offset += batch.num_rows
+            moved = np.concatenate(hits) if hits else np.empty(0, np.int64)
+            if len(moved):
+                yield new_file, moved.astype(np.int64)
 
     @property
     def files(self) -> list[str]:

@@ -95,8 +95,9 @@ def test_an_input_whose_rows_were_all_dropped_is_covered_with_nowhere_to_go() ->
     assert [(new, p.tolist()) for new, p in moved] == [("out", [3])]
 
 
+@pytest.mark.parametrize("batch_rows", [1 << 20, 64])
 def test_a_row_map_follows_shuffled_rows_and_covers_only_inputs_with_every_map(
-    tmp_path: Path,
+    tmp_path: Path, batch_rows: int
 ) -> None:
     """A sort spreads two inputs' rows over two files in an order neither gives; the row
     maps written beside them send each deleted (input, position) to its new place, and an
@@ -116,7 +117,7 @@ def test_a_row_map_follows_shuffled_rows_and_covers_only_inputs_with_every_map(
         row_maps[new_file] = str(tmp_path / f"out-{k}.parquet")
         write_row_map(io, row_maps[new_file], [sources.slice(0, 100), sources.slice(100)])
     new_files = {path: sorted(row_maps) for path in inputs}
-    positions = RowMap(io, inputs, new_files, row_maps)
+    positions = RowMap(io, inputs, new_files, row_maps, batch_rows=batch_rows)
     deleted = {path: rng.choice(500, 40, replace=False) for path in inputs}
 
     moved = {f: set(p.tolist()) for f, p in positions.move(deleted)}
