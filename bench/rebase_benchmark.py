@@ -38,7 +38,6 @@ import multiprocessing
 import os
 import random
 import shutil
-import sqlite3
 import statistics
 import sys
 import tempfile
@@ -56,7 +55,7 @@ import pyarrow as pa  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
 from pyspark.sql import SparkSession  # noqa: E402
 
-from bench.iceberg_java_benchmark import JAVA_SIDE, answer, log, timed  # noqa: E402
+from bench.iceberg_java_benchmark import JAVA_SIDE, answer, copy_catalog, log, timed  # noqa: E402
 from bench.rebase_maps import measure_maps  # noqa: E402
 from icecore.actions.rebased_deletes import PositionDeleteWriter  # noqa: E402
 from icecore.catalog import SqlCatalog  # noqa: E402
@@ -100,18 +99,6 @@ class Run:
     def own_s(self) -> float:
         """The job's time without the writer's commits (made inside its hook)."""
         return self.job_s - self.writer_s
-
-
-def copy_catalog(source: Path, target: Path) -> None:
-    """Copy a SQLite catalog whole: both catalogs run it in WAL mode, and a process that
-    exits without closing its connection (the Java side's JDBC pool) leaves its last commits
-    in the `-wal` file, which a copy of the main file alone loses (a stale one left beside
-    the target would be replayed onto the copy)."""
-    with contextlib.closing(sqlite3.connect(source)) as con:
-        con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-    for suffix in ("-wal", "-shm"):
-        Path(f"{target}{suffix}").unlink(missing_ok=True)
-    shutil.copyfile(source, target)
 
 
 def choose_victims(table: Table, commits: int, rows: int, seed: int) -> Victims:
