@@ -3,7 +3,8 @@
 1. **The job** (`--part job`): on Iceberg Java's position-deleted twin
    (`iceberg_java_benchmark.py`'s Java side builds it: bucket(4, id), 100 data files, Spark SQL's
    merge-on-read DELETE of 10% and UPDATE of 1%), our `rewrite_data_files --rewrite-all` runs
-   twice per round on fresh copies (the catalog file is reset: a compaction only adds files):
+   twice per round on fresh copies (a copy of the built catalog file per run: a compaction
+   only adds files), after an untimed warm-up job:
    (a) nothing commits meanwhile; (b) in the job's `before_commit` a writer makes `--commits`
    commits that together delete `--deleted` live rows of the files being replaced, as a
    merge-on-read engine writes them: file-scoped position delete files on v2 (Iceberg Java's
@@ -12,14 +13,18 @@
    DV variant. The job runs in process on one local SparkSession (as the tests run it), because
    `before_commit` is a Python hook and a warm session keeps Spark's start-up out of both sides;
    a spark-submit's fixed cost would only dilute the ratio. The writer's own time (inside the
-   hook) is timed and subtracted from (b). Rows are checked with DuckDB after every run
-   (count, sum(id), sum(amount) against the rows before less the victims).
+   hook) is timed and subtracted from (b); the commit phase (the hook's return to the job's)
+   and the rebase step in it (`RewriteFiles._rebase_onto_new_files`, wrapped in a timer) are
+   timed too, since at a shared machine's noise the whole job's ratio cannot resolve a few
+   percent. Rows are checked with DuckDB after every run (count, sum(id), sum(amount) against
+   the rows before less the victims).
 2. **The maps** (`--part maps`), synthetic, `--map-rows` rows (20M) in 100 input files of 4
    groups: the bin-pack's `SegmentMap`, built by one `SegmentRecorder` per bin from 64Ki-row
    batches as `LiveBatches.read` feeds it, its size against the rows deleted and the rows
    rewritten; the sort path's row maps (`write_row_map`: bytes per row, and its write time
    against writing the same rows' data file), and the driver's peak memory while `RowMap.move`
-   follows 1,000 concurrent deletes through them. Each memory figure comes from a process of
+   follows 1,000 concurrent deletes through them; and the recorders of large input files
+   (4 of 5M rows). Each memory figure comes from a process of
    its own: tracemalloc (Python and NumPy), Arrow's pool peak, and the rise of the peak RSS.
 
 Every figure is a ratio against a baseline measured in the same run. The last stdout line is
@@ -266,8 +271,8 @@ def job_part(args: argparse.Namespace) -> dict[str, Any]:
         victims = choose_victims(catalog.load_table(name), args.commits, args.deleted, seed=36)
         expected = (before[0] - args.deleted, before[1] - victims.id_sum)
         runs: dict[str, list[Run]] = {"baseline": [], "rebase": []}
-        fresh_files = len(victims.files)
-        log(f"v{version}: {before[0]:,} rows in {fresh_files} data files; {args.rounds} rounds")
+        files = len(victims.files)
+        log(f"v{version}: {before[0]:,} rows in {files} data files; {args.rounds} rounds")
         # Not counted: the first job of a session pays the Python workers' start and imports.
         compact(spark, fresh()[0], name, None)
         for n in range(args.rounds):

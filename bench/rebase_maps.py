@@ -138,14 +138,14 @@ def segment_case(rows: int, fraction: float, inputs: int = INPUTS) -> dict[str, 
         dropped_rows += dropped
         reports.extend(got)
     total = time.perf_counter() - began
-    inputs = {
+    sizes = {
         f"file:/wh/data/in-{g}-{n:03d}.parquet": per_file
         for g in range(GROUPS)
         for n in range(inputs // GROUPS)
     }
 
     def driver() -> SegmentMap:
-        segments = SegmentMap(inputs)
+        segments = SegmentMap(sizes)
         for report in reports:
             segments.add_report(report)
         return segments
@@ -157,7 +157,7 @@ def segment_case(rows: int, fraction: float, inputs: int = INPUTS) -> dict[str, 
     began = time.perf_counter()
     moved = sum(len(p) for _, p in segments.move(concurrent))
     move_s = time.perf_counter() - began
-    assert all(segments.covers(path) for path in inputs)
+    assert all(segments.covers(path) for path in sizes)
     # Memory: one task's recorder and reports, then the driver's map, each traced alone.
     (_, task_memory) = _measured(lambda: task(0))
     del segments
