@@ -58,6 +58,7 @@ sys.path.insert(0, str(ROOT))
 import pyarrow as pa  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
 
+from bench.iceberg_java_benchmark import copy_catalog  # noqa: E402
 from icecore.catalog import SqlCatalog  # noqa: E402
 from icecore.spec.manifest import FileContent  # noqa: E402
 from icecore.spec.schema import Schema  # noqa: E402
@@ -275,7 +276,7 @@ def twin(
         log(f"building the twins with Iceberg Java ({shared['rows']:,} rows)")
         subprocess.run([str(python), str(ROOT / "bench" / "iceberg_java" / "java_side.py"),
                         "build", json.dumps(shared)], check=True)  # fmt: skip
-        shutil.copyfile(workdir / "catalog.db", built)
+        copy_catalog(workdir / "catalog.db", built)
     env = client_environment(server.url, bytecode)
     catalog_args = ["--catalog-uri", f"sqlite:///{workdir / 'catalog.db'}", "--catalog-name",
                     "lake"]  # fmt: skip
@@ -289,7 +290,7 @@ def twin(
     conversions: list[tuple[float, dict[str, Any]]] = []
     converted_all = True
     for n in range(rounds):
-        shutil.copyfile(built, workdir / "catalog.db")
+        copy_catalog(built, workdir / "catalog.db")
         compactions.append(job("rewrite_data_files", "eq_ours", "--rewrite-all"))
         conversions.append(job("convert_equality_deletes", "eq_convert"))
         catalog = SqlCatalog("lake", f"sqlite:///{workdir / 'catalog.db'}")

@@ -26,9 +26,11 @@ SQLite JDBC). The last stdout line is the JSON report; progress goes to stderr.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -65,6 +67,18 @@ def run_timed(command: list[str], env: dict[str, str] | None = None) -> tuple[fl
     if done.returncode != 0:
         raise RuntimeError(f"{command[:3]} failed:\n{done.stderr[-4000:]}")
     return seconds, done.stdout
+
+
+def copy_catalog(source: Path, target: Path) -> None:
+    """Copy a SQLite catalog whole: both catalogs run it in WAL mode, and a process that
+    exits without closing its connection (the Java side's JDBC pool) leaves its last commits
+    in the `-wal` file, which a copy of the main file alone loses (a stale one left beside
+    the target would be replayed onto the copy)."""
+    with contextlib.closing(sqlite3.connect(source)) as con:
+        con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    for suffix in ("-wal", "-shm"):
+        Path(f"{target}{suffix}").unlink(missing_ok=True)
+    shutil.copyfile(source, target)
 
 
 def answer(catalog: SqlCatalog, table: str) -> tuple[Any, ...]:
@@ -117,10 +131,10 @@ def main() -> None:
             timed([str(python), str(JAVA_SIDE), "build", json.dumps({**shared, "rows": rows})]),
             1,
         )
-        shutil.copyfile(workdir / "catalog.db", built)
+        copy_catalog(workdir / "catalog.db", built)
 
     def reset() -> None:
-        shutil.copyfile(built, workdir / "catalog.db")
+        copy_catalog(built, workdir / "catalog.db")
 
     reset()
 
