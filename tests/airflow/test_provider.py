@@ -3,6 +3,7 @@ that Airflow builds from the provider info alone (no hook code), as its UI asks 
 
 from __future__ import annotations
 
+import functools
 import os
 import subprocess
 import sys
@@ -16,7 +17,9 @@ pytestmark = pytest.mark.usefixtures("airflow_db")
 AIRFLOW = Path(sys.executable).parent / "airflow"
 
 
+@functools.cache
 def airflow(*args: str) -> str:
+    """What the `airflow` CLI prints (once per arguments: each call starts Airflow, seconds)."""
     done = subprocess.run(
         [str(AIRFLOW), *args], capture_output=True, text=True, timeout=300, check=False
     )
