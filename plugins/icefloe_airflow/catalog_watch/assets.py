@@ -100,3 +100,10 @@ def changed_tables(events: Iterable[Any]) -> list[str]:
     """The tables named by a run's triggering asset events (objects with `extra`), sorted,
     each once."""
     return sorted({t for e in events if (t := event_table(e.extra or {})) is not None})
+
+
+def commit_words(snapshot: Mapping[str, Any]) -> str:
+    """A snapshot an event names, in words: `append 123 by spark (app local-1)`."""
+    engine = snapshot.get("engine") or "an engine that names none"
+    app = f" (app {snapshot['app_id']})" if snapshot.get("app_id") else ""
+    return f"{snapshot.get('operation')} {snapshot.get('snapshot_id')} by {engine}{app}"

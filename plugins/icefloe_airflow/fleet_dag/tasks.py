@@ -44,7 +44,7 @@ def tables_set_off(context: Mapping[str, Any]) -> list[str] | None:
     """The tables named by the asset events that set the run off (a watcher's or an
     ingest's), or None for a run they did not (by hand, on the clock): that one looks at
     every table."""
-    from icefloe_airflow.catalog_watch.assets import changed_tables  # noqa: PLC0415
+    from icefloe_airflow.catalog_watch.assets import changed_tables, commit_words  # noqa: PLC0415
 
     by_asset = context.get("triggering_asset_events") or {}
     events = [event for asset in by_asset for event in by_asset[asset]]
@@ -55,14 +55,9 @@ def tables_set_off(context: Mapping[str, Any]) -> list[str] | None:
         log.info(
             "set off by %s: %s",
             payload.get("table") or (event.extra or {}).get("table"),
-            "; ".join(_commit_words(s) for s in snapshots) or "an ingested batch",
+            "; ".join(commit_words(s) for s in snapshots) or "an ingested batch",
         )
     return tables or None
-
-
-def _commit_words(snapshot: Mapping[str, Any]) -> str:
-    engine = snapshot.get("engine") or "an engine that names none"
-    return f"{snapshot.get('operation')} {snapshot.get('snapshot_id')} by {engine}"
 
 
 def plan_fleet(

@@ -44,6 +44,7 @@ from fastapi.responses import HTMLResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 
+from icefloe_airflow.catalog_watch.assets import commit_words
 from icefloe_airflow.job_dags import job_dag_id
 from icefloe_airflow.policy import JOB_ORDER
 from icefloe_airflow.results import brief, describe
@@ -107,6 +108,7 @@ def _environment() -> Environment:
     env.globals.update(
         JOB_ORDER=JOB_ORDER,
         describe=describe,
+        commit_words=commit_words,
         job_dag_id=job_dag_id,
         SORT_LABELS=SORT_LABELS,
         DEFAULT_ORDER=DEFAULT_ORDER,
