@@ -105,11 +105,11 @@ def settle(server: AirflowServer, dag_id: str, done: Any, timeout: float) -> lis
         if runs and all(r["state"] in ("success", "failed") for r in runs) and done(runs):
             break
         if time.monotonic() > deadline:
-            raise TimeoutError(f"{dag_id}: {[(r['run_id'], r['state']) for r in runs]}")
+            raise TimeoutError(f"{dag_id}: {[(r['dag_run_id'], r['state']) for r in runs]}")
         time.sleep(0.5)
     time.sleep(QUIET)
     after = dag_runs(server, dag_id)
-    assert [r["run_id"] for r in after] == [r["run_id"] for r in runs], (
+    assert [r["dag_run_id"] for r in after] == [r["dag_run_id"] for r in runs], (
         f"a run followed icefloe's own commits: {after[len(runs) :]}"
     )
     return runs
@@ -124,7 +124,7 @@ def check_runs(
     for run in runs:
         assert run["run_type"] == "asset_triggered", run
         assert run["state"] == "success", run
-        for extra in set_off_by(server, dag_id, run["run_id"]):
+        for extra in set_off_by(server, dag_id, run["dag_run_id"]):
             assert extra.get("from_trigger") is True, extra
             payload = extra["payload"]
             named.extend(s["snapshot_id"] for s in payload["snapshots"])
@@ -146,7 +146,8 @@ def one_partition_compacted(warehouse: Path, table: str, ids: range) -> None:
 def unpaused_with_watchers(deployment: Deployment, dags: dict[str, str]) -> Iterator[None]:
     """The DAG files parsed again for this module's tables.yaml, `dags` (dag id -> asset
     name) unpaused, and parsed once more so that their assets' watchers are registered
-    (Airflow registers them only for unpaused DAGs); on exit, paused again."""
+    (Airflow registers them only for unpaused DAGs); on exit, paused and parsed again, which
+    takes the watchers away (a DAG gone from its file would leave them running)."""
     server = deployment.server
     for dag_file in DAG_FILES:
         deployment.reparse(dag_file)
@@ -162,6 +163,10 @@ def unpaused_with_watchers(deployment: Deployment, dags: dict[str, str]) -> Iter
     finally:
         for dag_id in dags:
             server.patch(f"/api/v2/dags/{dag_id}", json={"is_paused": True})
+        for dag_file in DAG_FILES:
+            deployment.reparse(dag_file)
+        for asset in dags.values():
+            deployment.wait_for_watchers(asset, 0)
 
 
 @pytest.fixture(scope="module")
@@ -206,11 +211,8 @@ def watched(
                 yield Watched(server, deployment, warehouses, state_uris)
         finally:
             server.delete(f"/api/v2/connections/{FLEET_CONN}")
-    # Back to the deployment's own tables and fleets: the DAGs and their watchers go.
-    for dag_file in DAG_FILES:
+    for dag_file in DAG_FILES:  # back to the deployment's own tables and fleets
         deployment.reparse(dag_file)
-    for asset in assets.values():
-        deployment.wait_for_watchers(asset, 0)
 
 
 def test_another_engines_appends_set_off_the_tables_maintenance_once(watched: Watched) -> None:
@@ -231,11 +233,31 @@ def test_another_engines_appends_set_off_the_tables_maintenance_once(watched: Wa
     assert first
     check_runs(server, TABLE_DAG, runs, snapshots)
     one_partition_compacted(warehouse, TABLE, range(APPENDS))
+    page_says_what_set_it_off(server, snapshots)
+
+
+def page_says_what_set_it_off(server: AirflowServer, snapshots: list[int]) -> None:
+    """The Iceberg page: each run's cause (the snapshots' engine, id, operation) and when the
+    table was last seen changing (icefloe's compaction, its newest commit)."""
+    response = server.get(f"/icefloe/api/tables/{TABLE}", params={"refresh": "true"})
+    assert response.status_code == 200, response.text
+    status = response.json()
+    compaction = next(r for r in status["recent_runs"] if r["job"] == "rewrite_data_files")
+    [cause] = compaction["set_off_by"]
+    assert cause["kind"] == "commits" and cause["table"] == TABLE, cause
+    assert cause["operation"] == "append" and cause["engine"] is None, cause
+    assert cause["snapshot_id"] in snapshots, cause
+    seen = status["last_seen_changing"]
+    assert seen is not None and seen["commit"]["job"] == "rewrite_data_files", seen
+    page = server.get(f"/icefloe/tables/{TABLE}")
+    assert page.status_code == 200
+    assert f"append {cause['snapshot_id']} by an engine that names none" in page.text
+    assert "last seen changing" in page.text
 
 
 def compacted(server: AirflowServer, runs: list[dict[str, Any]]) -> bool:
     """Whether the last run rewrote data files."""
-    path = f"/api/v2/dags/{TABLE_DAG}/dagRuns/{runs[-1]['run_id']}/taskInstances"
+    path = f"/api/v2/dags/{TABLE_DAG}/dagRuns/{runs[-1]['dag_run_id']}/taskInstances"
     tasks = server.get(path).json()["task_instances"]
     states = {t["task_id"]: t["state"] for t in tasks}
     return states.get("self_optimizing.rewrite_data_files") == "success"
@@ -261,7 +283,7 @@ def test_a_fleet_finds_the_commits_made_while_its_triggerer_was_down(watched: Wa
 
 
 def planned_tables_of(server: AirflowServer, runs: list[dict[str, Any]]) -> list[list[str]]:
-    return [planned_tables_for(server, run["run_id"]) for run in runs]
+    return [planned_tables_for(server, run["dag_run_id"]) for run in runs]
 
 
 def planned_tables_for(server: AirflowServer, run_id: str) -> list[str]:
