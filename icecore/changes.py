@@ -10,9 +10,10 @@ are told from their snapshot summaries (who committed, how many files of which k
 they added), never from manifests. icefloe's jobs sign their commits (`icefloe.job` in the
 summary): they are `own` commits, and `due_reasons` looks at the others only.
 
-The cursor is a JSON-serializable `{"db.table": "..."}` that a caller stores between polls
-(e.g. in an Airflow trigger's kwargs); a watch built from it emits each commit made since
-exactly once, also across a restart.
+The cursor is a JSON-serializable `{"db.table": "..."}` (about 140 bytes a table) that a
+caller stores between polls, where it survives a restart (an Airflow trigger's kwargs are
+fixed when the trigger is created: a state store); a watch built from it emits each commit
+made since, none twice.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from typing import Any
 from icecore.catalog.base import Catalog, Identifier, to_identifier
 from icecore.errors import IcecoreError
 from icecore.spec.metadata import TableMetadata
+from icecore.spec.refs import MAIN_BRANCH
 from icecore.spec.snapshots import (
     ADDED_DATA_FILES,
     ADDED_DELETE_FILES,
@@ -35,8 +37,10 @@ from icecore.spec.snapshots import (
     ADDED_FILES_SIZE,
     ADDED_POSITION_DELETE_FILES,
     APP_ID,
+    BATCH_ID,
     ENGINE_NAME,
     ICEFLOE_JOB,
+    Operation,
     Snapshot,
 )
 
@@ -58,9 +62,13 @@ class CommitSeen:
     """One new snapshot of a table, as its summary tells it.
 
     `job` is the icefloe job that committed it (`icefloe.job`), None for another engine's
-    commit; `engine` and `app_id` are what Iceberg Java's engines write (`engine-name`,
-    `app-id`), None when the writer wrote none (PyIceberg). `added_files_size` covers data
-    and delete files, as Java's summary does.
+    commit; `batch_id` the icefloe ingest batch it committed (`icefloe.batch-id`: our ingest
+    signs its commits so, not with `icefloe.job`, and publishes its own Asset event, so a
+    caller may skip these too); `engine` and `app_id` are what Iceberg Java's engines write
+    (`engine-name`, `app-id`; Spark: "spark" and its application id), None when the writer
+    wrote none (PyIceberg). `added_files_size` covers data and delete files, as Java's
+    summary does; `added_dvs` (v3 deletion vectors) are counted in `added_delete_files`
+    but not in `added_position_delete_files`, as Java counts them.
     """
 
     snapshot_id: int
@@ -70,6 +78,7 @@ class CommitSeen:
     engine: str | None
     app_id: str | None
     job: str | None
+    batch_id: str | None = None
     added_data_files: int = 0
     added_files_size: int = 0
     added_delete_files: int = 0
@@ -94,6 +103,7 @@ class CommitSeen:
             engine=summary.get(ENGINE_NAME),
             app_id=summary.get(APP_ID),
             job=summary.get(ICEFLOE_JOB),
+            batch_id=summary.get(BATCH_ID),
             added_data_files=_count(summary, ADDED_DATA_FILES),
             added_files_size=_count(summary, ADDED_FILES_SIZE),
             added_delete_files=_count(summary, ADDED_DELETE_FILES),
@@ -118,7 +128,9 @@ class TableChange:
     since: all its snapshots). A table `dropped` since has no location and no commits. A
     rename is the old name dropped and the new one created with `renamed_from` set, whose
     commits are only those since the cursor. A change made only of `own` commits has no
-    `foreign_commits`: it sets nothing off.
+    `foreign_commits`: it sets nothing off. `commits_since_own` counts the snapshots of the
+    current `main` since icefloe's last commit to it (as far as the metadata keeps them):
+    commits pile up manifests between two maintenance runs, across polls.
     """
 
     identifier: Identifier
@@ -127,6 +139,7 @@ class TableChange:
     created: bool = False
     dropped: bool = False
     renamed_from: Identifier | None = None
+    commits_since_own: int = 0
 
     @property
     def name(self) -> str:
@@ -146,6 +159,7 @@ class TableChange:
             "created": self.created,
             "dropped": self.dropped,
             "renamed_from": ".".join(self.renamed_from) if self.renamed_from else None,
+            "commits_since_own": self.commits_since_own,
         }
 
 
@@ -217,7 +231,13 @@ class CatalogWatch:
     `{}`: the baseline of an empty catalog) returns exactly the commits made since, none
     twice. A table whose metadata cannot be read (gone, unreadable, malformed) is skipped
     for that poll with a warning and looked at again at the next one; a failure to list the
-    catalog raises and leaves the cursor as it was.
+    catalog raises and leaves the cursor as it was. Save `cursor` once the changes are
+    handled: a caller that dies in between gets them again from the saved one (at least
+    once, never lost).
+
+    A poll costs `Catalog.table_versions` plus one metadata file per table that moved (two
+    the first time a table moves after a baseline: the file the baseline named is read for
+    its sequence number and UUID). `last_poll` tells what the last one cost.
     """
 
     def __init__(
@@ -310,7 +330,7 @@ class CatalogWatch:
             snapshots = list(metadata.snapshots)
         else:
             snapshots = [s for s in metadata.snapshots if seen.is_new(s)]
-        change = _change(identifier, location, snapshots, created=replaced)
+        change = _change(identifier, location, metadata, snapshots, created=replaced)
         return change, _Seen.of(metadata, location)
 
     def _complete(self, identifier: Identifier, seen: _Seen, metadata: TableMetadata) -> _Seen:
@@ -348,7 +368,10 @@ class CatalogWatch:
         for key, old in gone.items():
             if old.location == location:
                 gone[key] = _RENAMED
-                return _renamed(identifier, location, key, ()), old
+                moved = TableChange(
+                    identifier, location, created=True, renamed_from=to_identifier(key)
+                )
+                return moved, old
         metadata = self._read(identifier, location)
         if metadata is None:
             return None, None  # not in the cursor: the next poll sees it as new again
@@ -362,8 +385,9 @@ class CatalogWatch:
             if entry.known and entry.table_uuid == metadata.table_uuid:
                 gone[key] = _RENAMED
                 new = [s for s in metadata.snapshots if entry.is_new(s)]
-                return _renamed(identifier, location, key, new), _Seen.of(metadata, location)
-        change = _change(identifier, location, list(metadata.snapshots), created=True)
+                renamed = _change(identifier, location, metadata, new, created=True, old=key)
+                return renamed, _Seen.of(metadata, location)
+        change = _change(identifier, location, metadata, list(metadata.snapshots), created=True)
         return change, _Seen.of(metadata, location)
 
 
@@ -376,25 +400,37 @@ def _ordered(snapshots: Iterable[Snapshot]) -> tuple[CommitSeen, ...]:
 
 
 def _change(
-    identifier: Identifier, location: str, snapshots: list[Snapshot], *, created: bool
+    identifier: Identifier,
+    location: str,
+    metadata: TableMetadata,
+    snapshots: list[Snapshot],
+    *,
+    created: bool,
+    old: str | None = None,
 ) -> TableChange | None:
     """None for a change without new snapshots (a property or schema update): nothing to
-    maintain, and the cursor moves on silently."""
+    maintain, and the cursor moves on silently. `old`: the name a renamed table had."""
     if not snapshots and not created:
         return None
-    return TableChange(identifier, location, _ordered(snapshots), created=created)
-
-
-def _renamed(
-    identifier: Identifier, location: str, old_key: str, snapshots: list[Snapshot]
-) -> TableChange:
     return TableChange(
         identifier,
         location,
         _ordered(snapshots),
-        created=True,
-        renamed_from=to_identifier(old_key),
+        created=created,
+        renamed_from=None if old is None else to_identifier(old),
+        commits_since_own=_since_own(metadata),
     )
+
+
+def _since_own(metadata: TableMetadata) -> int:
+    """Snapshots of `main` after the last one an icefloe job committed."""
+    head = metadata.refs.get(MAIN_BRANCH)
+    count = 0
+    for snapshot in metadata.ancestors_of(head.snapshot_id) if head else ():
+        if snapshot.summary is not None and snapshot.summary.get(ICEFLOE_JOB) is not None:
+            break
+        count += 1
+    return count
 
 
 @dataclass(frozen=True)
@@ -407,7 +443,9 @@ class DueThresholds:
     `small_file_bytes`: a data file below this size is small (the policy's
     `min_target_size_ratio x target size`); a commit's data files are taken as small when
     its added bytes per added file are below it (the summary has no per-file sizes).
-    `min_commits`: commits that each add manifests (None: not a reason by itself).
+    `min_commits`: commits to `main` since icefloe's last (`TableChange.commits_since_own`;
+    each adds manifests, so this stands for the policy's manifest count; None: not a
+    reason by itself).
     """
 
     small_file_bytes: int
@@ -426,11 +464,14 @@ class DueThresholds:
 
 def due_reasons(change: TableChange, thresholds: DueThresholds) -> tuple[str, ...]:
     """Why `change` may make the table's maintenance due (empty: it cannot). Only the
-    commits of other engines count: icefloe's own never set off maintenance."""
+    commits of other engines count: icefloe's own never set off maintenance. Nor do the
+    files of another engine's `replace` (its own compaction: it rearranges files and
+    changes no data), though the commit counts towards `min_commits`."""
     commits = change.foreign_commits
-    small = sum(c.added_data_files for c in commits if _small_files(c, thresholds))
-    deletes = sum(c.added_delete_files for c in commits)
-    equality = sum(c.added_equality_delete_files for c in commits)
+    writes = [c for c in commits if c.operation != Operation.REPLACE.value]
+    small = sum(c.added_data_files for c in writes if _small_files(c, thresholds))
+    deletes = sum(c.added_delete_files for c in writes)
+    equality = sum(c.added_equality_delete_files for c in writes)
     reasons = []
     if small >= thresholds.min_small_files:
         reasons.append(f"{small} small data file(s) added")
@@ -438,8 +479,9 @@ def due_reasons(change: TableChange, thresholds: DueThresholds) -> tuple[str, ..
         reasons.append(f"{deletes} delete file(s) added")
     if equality >= thresholds.min_equality_delete_files:
         reasons.append(f"{equality} equality delete file(s) added")
-    if thresholds.min_commits is not None and len(commits) >= thresholds.min_commits:
-        reasons.append(f"{len(commits)} commit(s), each adding manifests")
+    piled = change.commits_since_own
+    if commits and thresholds.min_commits is not None and piled >= thresholds.min_commits:
+        reasons.append(f"{piled} commit(s) since the last maintenance, each adding manifests")
     return tuple(reasons)
 
 

@@ -6,8 +6,10 @@ nothing off; created, dropped and renamed tables; a metadata file gone; one quer
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,6 +21,7 @@ from pyiceberg.table import Table as PyTable
 from pyiceberg.types import LongType, NestedField, StringType
 from sqlalchemy import event
 
+from icecore.actions.batch_ids import guard_batch
 from icecore.catalog.sql import SqlCatalog
 from icecore.changes import CatalogWatch, DueThresholds, TableChange, due_reasons
 from icecore.errors import IcecoreError
@@ -110,6 +113,16 @@ def test_other_engines_commits_once_each_and_own_commits_set_nothing_off(
     assert due_reasons(own, THRESHOLDS) == ()
     json.dumps(own.to_json())
 
+    manifests = DueThresholds(small_file_bytes=10, min_commits=3)
+    assert change.commits_since_own == 3, "its first commit, then the two"
+    assert due_reasons(change, manifests) == (
+        "3 commit(s) since the last maintenance, each adding manifests",
+    )
+    assert own.commits_since_own == 0 and due_reasons(own, manifests) == ()
+    append(events, 4)
+    (after,) = watch.poll()
+    assert after.commits_since_own == 1 and due_reasons(after, manifests) == ()
+
 
 def test_a_watch_restarted_from_its_json_cursor_misses_nothing_and_repeats_nothing(
     catalog: SqlCatalog, engine: PyIcebergCatalog
@@ -169,6 +182,24 @@ def test_created_dropped_and_renamed_between_polls(
     assert stays.created and stays.renamed_from == ("db", "still") and stays.commits == ()
     assert watch.poll() == []
     assert set(watch.cursor) == {"db.fresh", "db.moved", "db.stays"}
+
+
+def test_a_v1_table_whose_snapshots_are_all_numbered_0_is_followed_by_time(
+    catalog: SqlCatalog, engine: PyIcebergCatalog
+) -> None:
+    schema = Schema(NestedField(1, "id", LongType()), NestedField(2, "part", StringType()))
+    events = engine.create_table("db.v1", schema, properties={"format-version": "1"})
+    append(events, 1)
+    watch = CatalogWatch(catalog)
+    watch.poll()
+    new = [append(events, 2), append(events, 3)]
+
+    (change,) = watch.poll()
+    assert [c.snapshot_id for c in change.commits] == new
+    assert {c.sequence_number for c in change.commits} == {0}
+    later = append(events, 4)
+    (change,) = CatalogWatch(catalog, json.loads(json.dumps(watch.cursor))).poll()
+    assert [c.snapshot_id for c in change.commits] == [later]
 
 
 def test_a_table_recreated_under_its_name_reports_the_new_tables_commits(
@@ -231,9 +262,12 @@ def test_a_baseline_whose_metadata_file_is_gone_learns_from_the_metadata_log(
     assert [c.snapshot_id for c in change.commits] == [new]
 
 
-def test_our_catalogs_commits_are_seen_too(catalog: SqlCatalog, engine: PyIcebergCatalog) -> None:
+def test_icecores_own_commits_are_seen_and_the_ingests_batch_is_named(
+    catalog: SqlCatalog, engine: PyIcebergCatalog
+) -> None:
     """A commit through icecore itself without `icefloe.job` (e.g. a user's script) is not
-    own: only the job's signature makes a commit own."""
+    own: only the job's signature makes a commit own. Our ingest's signature (the batch id,
+    as `guard_batch` records it) is reported for the caller to recognise."""
     schema = IcecoreSchema((IcecoreField(1, "id", IcecoreLong()),))
     table = catalog.create_table("db.events", schema)
     watch = CatalogWatch(catalog, {})
@@ -241,7 +275,28 @@ def test_our_catalogs_commits_are_seen_too(catalog: SqlCatalog, engine: PyIceber
     assert created.created and created.commits == ()
     append_rows(table, [{"id": 1}])
     (change,) = watch.poll()
-    assert [c.own for c in change.commits] == [False]
+    assert [(c.own, c.batch_id) for c in change.commits] == [(False, None)]
+
+    table = table.refresh()
+    (first,) = [t.file for t in table.scan().plan_files()]
+    copy = first.file_path.replace(".parquet", "-batch-7.parquet")
+    shutil.copyfile(first.file_path, copy)
+    appended = table.new_fast_append().append_file(dataclasses.replace(first, file_path=copy))
+    guard_batch(appended, "batch-7").commit()
+    (ingest,) = watch.poll()
+    assert [(c.own, c.batch_id) for c in ingest.commits] == [(False, "batch-7")]
+
+    # Another engine's compaction (a replace, unsigned): files rearranged, nothing due.
+    table = table.refresh()
+    old = next(t.file for t in table.scan().plan_files())
+    rewritten = old.file_path.replace(".parquet", "-rewritten.parquet")
+    shutil.copyfile(old.file_path, rewritten)
+    rewrite = table.new_rewrite().delete_file(old)
+    rewrite.add_file(dataclasses.replace(old, file_path=rewritten)).commit()
+    (compacted,) = watch.poll()
+    assert [(c.operation, c.own) for c in compacted.commits] == [("replace", False)]
+    assert due_reasons(compacted, THRESHOLDS) == ()
+    assert due_reasons(ingest, THRESHOLDS) == ("1 small data file(s) added",)
 
 
 def test_table_versions_of_a_namespace_and_below(

@@ -85,9 +85,18 @@ class RestCatalogServer:
         """'METHOD /raw/path' of each request since the last `reset()` (token ones included)."""
         return list(self._hook("GET", "requests"))
 
+    def answers(self) -> list[str]:
+        """'METHOD /raw/path -> status' of each request since the last `reset()`."""
+        return list(self._hook("GET", "answers"))
+
     def reset(self) -> None:
-        """Clear the request log and every pending fault."""
+        """Clear the request log and every pending fault; stop issuing ETags."""
         self._hook("POST", "reset")
+
+    def issue_etags(self) -> None:
+        """Have loadTable answer with an ETag, and 304 to a matching If-None-Match (REST
+        spec), until the next `reset()`: Iceberg's own handlers (1.10) issue none."""
+        self._hook("POST", "settings", {"etags": True})
 
     def fault(
         self,

@@ -15,8 +15,10 @@ Each loaded table gets a FileIO of its own: the catalog's properties, then the `
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Iterable, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
@@ -34,7 +36,7 @@ from icecore.catalog.rest.auth import (
     SigV4Signer,
     extra_headers,
 )
-from icecore.catalog.rest.http import RestError, RestSession
+from icecore.catalog.rest.http import RestError, RestSession, int_property
 from icecore.commit.changes import TableCommit, updates_landed
 from icecore.errors import (
     CatalogError,
@@ -57,6 +59,7 @@ URI = "uri"
 PREFIX = "prefix"
 ACCESS_DELEGATION = "header.X-Iceberg-Access-Delegation"
 PAGE_SIZE = ("rest.page-size", "1000")
+VERSION_THREADS = ("rest.table-versions-threads", 8)
 _NAMESPACE_SEPARATOR = "\x1f"
 
 
@@ -237,26 +240,29 @@ class RestCatalog(Catalog):
         1.8), so that a server that issues ETags answers an unchanged table with a
         body-less 304 and this costs one small request per table. A server that issues none
         (Iceberg Java's own handlers up to 1.10) sends every table's full metadata at every
-        call. Plus one call per namespace and per page of its tables.
+        call. Plus one call per namespace and per page of its tables. The loads go
+        `rest.table-versions-threads` (8) at a time: one after the other, a catalog of
+        thousands of tables takes thousands of round trips.
         """
         scope = () if namespace is None else to_identifier(namespace)
         pending: list[Identifier] = [scope] if scope else list(self.list_namespaces())
-        versions: dict[Identifier, str] = {}
+        tables: list[Identifier] = []
         while pending:
             current = pending.pop()
             try:
                 pending.extend(self.list_namespaces(current))
-                tables = self.list_tables(current)
+                tables.extend(self.list_tables(current))
             except NoSuchNamespaceError:
                 continue
-            for identifier in tables:
-                version = self._conditional_load(identifier)
-                if version is not None:
-                    versions[identifier] = version.location
+        threads = int_property(self.properties, *VERSION_THREADS)
+        with ThreadPoolExecutor(max(1, min(threads, len(tables))), "icefloe-versions") as pool:
+            loaded = list(pool.map(self._conditional_load, tables))
         for identifier in [i for i in self._versions if i[: len(scope)] == scope]:
-            if identifier not in versions:
-                del self._versions[identifier]
-        return versions
+            del self._versions[identifier]
+        for identifier, version in zip(tables, loaded, strict=True):
+            if version is not None:
+                self._versions[identifier] = version
+        return {i: v.location for i, v in zip(tables, loaded, strict=True) if v is not None}
 
     def _conditional_load(self, identifier: Identifier) -> _Version | None:
         """Load `identifier` unless its ETag still matches; None if it is gone meanwhile."""
@@ -273,7 +279,6 @@ class RestCatalog(Catalog):
                 ok=(200, 304),
             )
         except (NoSuchTableError, NoSuchNamespaceError):
-            self._versions.pop(identifier, None)
             return None
         if response.status_code == 304:
             if known is None:
@@ -281,18 +286,17 @@ class RestCatalog(Catalog):
                     f"catalog {self.name!r}: loading {'.'.join(identifier)} without "
                     "If-None-Match was answered 304 Not Modified, which has no metadata"
                 )
-            return known
+            # Its metadata, if the last call kept it, has served its turn.
+            return dataclasses.replace(known, metadata=None)
         body = response.json()
         location = body["metadata-location"]
         changed = known is not None and known.location != location
-        version = _Version(
+        return _Version(
             location,
             response.headers.get("ETag"),
             self._table_io(body),
             body["metadata"] if changed else None,
         )
-        self._versions[identifier] = version
-        return version
 
     def metadata_at(self, identifier: str | Iterable[str], metadata_location: str) -> TableMetadata:
         """The metadata that `table_versions` just loaded, when the table changed there (no

@@ -60,7 +60,7 @@ def _error_class(status: int, error_type: str, what: str) -> type[CatalogError]:
     return RestError
 
 
-def _int(properties: Mapping[str, str], name: str, default: int) -> int:
+def int_property(properties: Mapping[str, str], name: str, default: int) -> int:
     value = properties.get(name)
     if value is None:
         return default
@@ -93,10 +93,10 @@ class RestSession:
             {"Content-Type": "application/json", "X-Client-Version": "icefloe", **headers}
         )
         self.timeout = (
-            _int(properties, *CONNECT_TIMEOUT) / 1000,
-            _int(properties, *REQUEST_TIMEOUT) / 1000,
+            int_property(properties, *CONNECT_TIMEOUT) / 1000,
+            int_property(properties, *REQUEST_TIMEOUT) / 1000,
         )
-        self._read_retries = _int(properties, *READ_RETRIES)
+        self._read_retries = int_property(properties, *READ_RETRIES)
 
     def request(
         self,

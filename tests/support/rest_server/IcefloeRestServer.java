@@ -19,6 +19,12 @@
  *   POST /__test/settings        {"token_lifetime_s": N, "table_config": {k: v}} (table_config:
  *                                what load/create-table responses vend as their `config`)
  *   POST /__test/expire-tokens   every token issued so far stops being valid
+ *   GET  /__test/answers         "METHOD path -> status" of each request since the last reset
+ *
+ * With the setting {"etags": true} (off again after a reset), loadTable answers as the REST
+ * spec allows since Iceberg 1.8 and as Polaris and Gravitino do, which Iceberg's handlers up to
+ * 1.10 do not: an ETag header (a hash of the metadata location), and 304 Not Modified without
+ * a body when the request's If-None-Match holds the current one.
  */
 package org.apache.iceberg.rest;
 
@@ -35,10 +41,13 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.Paths;
 import java.nio.file.StandardCopyOption;
+import java.security.MessageDigest;
+import java.security.NoSuchAlgorithmException;
 import java.security.SecureRandom;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.Base64;
+import java.util.HexFormat;
 import java.util.Iterator;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -234,6 +243,8 @@ public class IcefloeRestServer {
   private final Map<String, String> configOverrides;
   private final Map<String, Long> tokens = new ConcurrentHashMap<>(); // token -> expiry (ms)
   private final List<String> requests = new ArrayList<>();
+  private final List<String> answers = new ArrayList<>();
+  private volatile boolean etags = false;
   private final List<Fault> faults = new ArrayList<>();
   private volatile int tokenLifetimeSeconds;
   // Settings a load- or create-table response vends to the client (its `config`), as a
@@ -362,6 +373,11 @@ public class IcefloeRestServer {
       e.printStackTrace(LOG);
       return;
     }
+    if (!path.startsWith("/__test/")) {
+      synchronized (requests) {
+        answers.add(method + " " + path + " -> " + status);
+      }
+    }
     LOG.printf(
         "IcefloeRestServer: %s %s -> %d (%d ms)%n",
         method, path, status, (System.nanoTime() - started) / 1_000_000);
@@ -400,6 +416,14 @@ public class IcefloeRestServer {
       if ("HEAD".equals(method)) {
         response = null;
       }
+      if (etags && "GET".equals(method) && response instanceof LoadTableResponse) {
+        String etag = etag(((LoadTableResponse) response).metadataLocation());
+        exchange.getResponseHeaders().set("ETag", etag);
+        if (etag.equals(exchange.getRequestHeaders().getFirst("If-None-Match"))) {
+          status = 304;
+          response = null;
+        }
+      }
     } catch (HttpError e) {
       status = e.status;
       response = error(e.status, e.type, e.getMessage());
@@ -416,6 +440,18 @@ public class IcefloeRestServer {
     }
     send(exchange, status, response);
     return status;
+  }
+
+  /** A strong ETag (quoted, RFC 9110) of a table's metadata location. */
+  private static String etag(String metadataLocation) {
+    try {
+      byte[] hash =
+          MessageDigest.getInstance("SHA-256")
+              .digest(metadataLocation.getBytes(StandardCharsets.UTF_8));
+      return "\"" + HexFormat.of().formatHex(hash) + "\"";
+    } catch (NoSuchAlgorithmException e) {
+      throw new IllegalStateException(e);
+    }
   }
 
   private static boolean isCommit(String method, List<String> parts) {
@@ -852,10 +888,17 @@ public class IcefloeRestServer {
             response = new ArrayList<>(requests);
           }
           break;
+        case "GET /__test/answers":
+          synchronized (requests) {
+            response = new ArrayList<>(answers);
+          }
+          break;
         case "POST /__test/reset":
           synchronized (requests) {
             requests.clear();
+            answers.clear();
           }
+          etags = false;
           synchronized (faults) {
             faults.clear();
           }
@@ -876,10 +919,17 @@ public class IcefloeRestServer {
           if (settings.has("token_lifetime_s")) {
             tokenLifetimeSeconds = settings.get("token_lifetime_s").asInt();
           }
+          if (settings.has("etags")) {
+            etags = settings.get("etags").asBoolean();
+          }
           if (settings.has("table_config")) {
             tableConfig = stringMap(settings.get("table_config"));
           }
-          response = Map.of("token_lifetime_s", tokenLifetimeSeconds, "table_config", tableConfig);
+          response =
+              Map.of(
+                  "token_lifetime_s", tokenLifetimeSeconds,
+                  "table_config", tableConfig,
+                  "etags", etags);
           break;
         case "POST /__test/expire-tokens":
           tokens.replaceAll((token, expiry) -> 0L);
