@@ -45,9 +45,13 @@ def due_thresholds(policy: MaintenancePolicy) -> dict[str, Any]:
     """The `icecore.changes.DueThresholds` of a policy: a commit adding data files smaller
     on average than the policy's small-file bound may make compaction due (the table's own
     target size is unknown without loading it: Iceberg's default stands in when the policy
-    sets none, which errs towards looking)."""
+    sets none, which errs towards looking), and `max_data_manifests` commits since icefloe's
+    last (one manifest each, at least) a manifest rewrite."""
     target = policy.target_file_size_bytes or WRITE_TARGET_FILE_SIZE_BYTES.default
-    return {"small_file_bytes": int(target * policy.min_target_size_ratio)}
+    return {
+        "small_file_bytes": int(target * policy.min_target_size_ratio),
+        "min_commits": policy.max_data_manifests,
+    }
 
 
 def table_watcher(config: TableConfig, poll: float | None = None) -> AssetWatcher:

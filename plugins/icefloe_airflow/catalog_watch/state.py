@@ -22,6 +22,7 @@ PostgreSQL, like the run history's results).
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -69,6 +70,7 @@ CHANGES = Table(
     Column("seen_at_ms", BigInteger, nullable=False),
     Column("commit_json", Text),
 )
+_CREATE_ATTEMPTS = 5
 # Snapshot ids a watcher remembers per table as reported: more than one poll can repeat.
 REPORTED_KEPT = 200
 # Commits a watcher holds per table at most (the newest): a table whose commits never make
@@ -79,21 +81,28 @@ HELD_KEPT = 200
 @dataclass
 class Held:
     """One watcher's state for one table: `commits` (JSON objects, `CommitSeen` fields) held
-    back, `last_emitted_ms` (None: never), and the snapshot ids already reported."""
+    back, `last_emitted_ms` (None: never), the snapshot ids already reported, and the
+    table's commits since icefloe's last as the newest change counted them."""
 
     last_emitted_ms: int | None = None
     commits: list[dict[str, Any]] = field(default_factory=list)
     reported: list[int] = field(default_factory=list)
+    since_own: int = 0
 
     def to_json(self) -> str:
         return json.dumps(
-            {"commits": self.commits[-HELD_KEPT:], "reported": self.reported[-REPORTED_KEPT:]}
+            {
+                "commits": self.commits[-HELD_KEPT:],
+                "reported": self.reported[-REPORTED_KEPT:],
+                "since_own": self.since_own,
+            }
         )
 
     @classmethod
     def from_row(cls, last_emitted_ms: int | None, held_json: str) -> Held:
         value = json.loads(held_json)
-        return cls(last_emitted_ms, list(value["commits"]), list(value["reported"]))
+        commits, reported = list(value["commits"]), list(value["reported"])
+        return cls(last_emitted_ms, commits, reported, int(value.get("since_own", 0)))
 
 
 @dataclass(frozen=True)
@@ -111,15 +120,19 @@ class TableChangeSeen:
 
 
 def ensure_schema(engine: Engine) -> None:
-    """Create the watcher's tables if missing; safe against a concurrent creator."""
+    """Create the watcher's tables if missing. Several loops and triggers open the store at
+    once (one triggerer starts them together), so a creation that meets another's is tried
+    again until every table is there."""
     names = {t.name for t in _METADATA.sorted_tables}
-    if names <= set(inspect(engine).get_table_names()):
-        return
-    try:
-        _METADATA.create_all(engine, checkfirst=True)
-    except DBAPIError:
-        if not names <= set(inspect(engine).get_table_names()):
-            raise
+    for attempt in range(_CREATE_ATTEMPTS):
+        if names <= set(inspect(engine).get_table_names()):
+            return
+        try:
+            _METADATA.create_all(engine, checkfirst=True)
+        except DBAPIError:  # another process created one of them between check and CREATE
+            if attempt == _CREATE_ATTEMPTS - 1:
+                raise
+            time.sleep(0.1)
 
 
 class WatchStore:

@@ -7,9 +7,9 @@ trigger of one catalog shares one poll loop in the triggerer (Airflow 3.3's
 metadata moved (`icecore.changes.CatalogWatch`: one query on a SQL catalog, a conditional
 load per table on a REST one) and reads only the new snapshots' summaries. Each trigger then
 keeps the changes of its own tables (`filter_shared_stream`), drops icefloe's own commits (a
-compaction never schedules the next one) and fires one event per table whose other engines'
-commits may make maintenance due (`icecore.changes.due_reasons`), at most once per
-`min_interval_seconds`: commits arriving sooner are held and fire together when it has
+compaction never schedules the next one; an ingest publishes its own events) and fires one
+event per table whose other engines' commits may make maintenance due
+(`icecore.changes.due_reasons`), at most once per `min_interval_seconds`: commits arriving sooner are held and fire together when it has
 passed. The event's payload (the asset event's `extra["payload"]`) names the table and the
 snapshots that set it off: id, time, operation, `engine-name`, `app-id`.
 
@@ -26,7 +26,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator, Hashable, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Hashable, Mapping, Sequence
 from typing import Any
 
 from airflow.triggers.base import BaseEventTrigger, TriggerEvent
@@ -88,8 +88,9 @@ class CatalogPolls(SharedStreamProducer):
         cursor = await asyncio.to_thread(store.cursor, self.stream)
         watch = CatalogWatch(catalog, cursor)
         log.info(
-            "watching catalog %s every %gs, %s",
+            "watching catalog %s (connection %s) every %gs, %s",
             store.catalog_name,
+            self.iceberg_conn_id,
             self.poll_seconds,
             "from its stored cursor" if cursor is not None else "from now on (first start)",
         )
@@ -304,7 +305,7 @@ class TableChangesTrigger(BaseEventTrigger):
         last = state.last_emitted_ms
         if last is not None and now - last < self.min_interval_seconds * 1000:
             return None
-        reasons = due_reasons(_as_change(table, state.commits), self._due)
+        reasons = due_reasons(_as_change(table, state), self._due)
         if not reasons:
             return None
         return {
@@ -326,8 +327,16 @@ def _snapshot(commit: Mapping[str, Any]) -> dict[str, Any]:
     return {key: commit.get(key) for key in _SNAPSHOT_KEYS}
 
 
-def _as_change(table: str, commits: Iterable[Mapping[str, Any]]) -> TableChange:
-    """Held commits (JSON) as the change `due_reasons` decides on."""
+def ours(commit: Mapping[str, Any]) -> bool:
+    """icefloe's own commit (`CommitSeen` JSON): a job's, which sets no maintenance off, or
+    an ingest's, which publishes its own Asset events (the table's and its fleet's)."""
+    return bool(commit["own"] or commit.get("batch_id"))
+
+
+def _as_change(table: str, state: Held) -> TableChange:
+    """What a watcher holds for a table, as the change `due_reasons` decides on."""
     fields = CommitSeen.__dataclass_fields__
-    seen = tuple(CommitSeen(**{k: v for k, v in c.items() if k in fields}) for c in commits)
-    return TableChange(tuple(table.split(".")), None, seen)
+    seen = tuple(CommitSeen(**{k: v for k, v in c.items() if k in fields}) for c in state.commits)
+    return TableChange(
+        tuple(table.split(".")), None, seen, commits_since_own=max(state.since_own, len(seen))
+    )
