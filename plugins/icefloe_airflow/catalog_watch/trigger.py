@@ -1,17 +1,18 @@
 """The event trigger behind `schedule: asset`: maintenance after any engine's commits.
 
-`TableChangesTrigger` is an Airflow `BaseEventTrigger`, the trigger of an `AssetWatcher`: the
-table's Asset (a per-table DAG) or a fleet's (`icefloe_airflow.catalog_watch.assets`). Every
-trigger of one catalog shares one poll loop in the triggerer (Airflow 3.3's
+`TableChangesTrigger` is an Airflow `BaseEventTrigger`, the trigger of an `AssetWatcher`:
+the table's Asset (a per-table DAG) or a fleet's (`icefloe_airflow.catalog_watch.assets`).
+Every trigger of one catalog shares one poll loop in the triggerer (Airflow 3.3's
 `shared_stream_key`): `CatalogPolls` asks the catalog every `poll_seconds` which tables'
 metadata moved (`icecore.changes.CatalogWatch`: one query on a SQL catalog, a conditional
 load per table on a REST one) and reads only the new snapshots' summaries. Each trigger then
 keeps the changes of its own tables (`filter_shared_stream`), drops icefloe's own commits (a
 compaction never schedules the next one; an ingest publishes its own events) and fires one
 event per table whose other engines' commits may make maintenance due
-(`icecore.changes.due_reasons`), at most once per `min_interval_seconds`: commits arriving sooner are held and fire together when it has
-passed. The event's payload (the asset event's `extra["payload"]`) names the table and the
-snapshots that set it off: id, time, operation, `engine-name`, `app-id`.
+(`icecore.changes.due_reasons`), at most once per `min_interval_seconds`: commits arriving
+sooner are held and fire together when it has passed. The event's payload (the asset event's
+`extra["payload"]`) names the table and the snapshots that set it off: id, time, operation,
+`engine-name`, `app-id`.
 
 Restarts: the loop runs in ack mode (`create_shared_stream_producer`): the catalog cursor is
 stored in icefloe's state store (`catalog_watch.state`) only once every trigger has moved past
