@@ -6,10 +6,10 @@ icefloe's own commits set nothing off afterwards; once for a table's DAG and onc
 (`[icefloe] watch_poll_interval`), `min_interval` is 5 s, and the jobs run on the session's
 warm Spark Connect server.
 
-The fleet's test also stops the triggerer after it recorded its baseline and appends while
-none runs: the cursor kept in the state store makes the restarted triggerer find those
-commits, each reported once; and the run it sets off maps only the table that changed, not
-another of the fleet's, due too but unchanged.
+The triggerer is stopped after the table's commits set off its run, and the fleet's table
+gets its commits while none runs: the cursor kept in the state store makes the restarted
+triggerer find those, and fire none of the table's again; the fleet's run maps only the
+table that changed, not another of the fleet's, due too but unchanged.
 """
 
 from __future__ import annotations
@@ -111,26 +111,28 @@ def named(server: AirflowServer, dag_id: str, runs: list[dict[str, Any]]) -> lis
 
 
 def settle(
-    server: AirflowServer, dag_id: str, snapshots: list[int], timeout: float
-) -> list[dict[str, Any]]:
-    """Wait until runs of `dag_id` have consumed events naming every one of `snapshots` and
-    none is running; then for QUIET seconds more, in which no run may start (icefloe's own
-    commits, the runs', set nothing off). Returns every run."""
+    server: AirflowServer, snapshots: dict[str, list[int]], timeout: float
+) -> dict[str, list[dict[str, Any]]]:
+    """Wait until the runs of each DAG in `snapshots` have consumed events naming every one
+    of its snapshots and none is running; then QUIET seconds more, in which no run may start
+    (icefloe's own commits, the runs', set nothing off). Returns every DAG's runs."""
     deadline = time.monotonic() + timeout
     while True:
         server.check_alive()
-        runs = dag_runs(server, dag_id)
-        over = runs and all(r["state"] in ("success", "failed") for r in runs)
-        if over and set(named(server, dag_id, runs)) == set(snapshots):
+        runs = {dag_id: dag_runs(server, dag_id) for dag_id in snapshots}
+        over = all(r["state"] in ("success", "failed") for rs in runs.values() for r in rs)
+        if over and all(
+            set(named(server, dag_id, runs[dag_id])) == set(ids)
+            for dag_id, ids in snapshots.items()
+        ):
             break
         if time.monotonic() > deadline:
-            raise TimeoutError(f"{dag_id}: {[(r['dag_run_id'], r['state']) for r in runs]}")
+            raise TimeoutError(f"runs: {runs}")
         time.sleep(1.0)
     time.sleep(QUIET)
-    after = dag_runs(server, dag_id)
-    assert [r["dag_run_id"] for r in after] == [r["dag_run_id"] for r in runs], (
-        f"a run followed icefloe's own commits: {after[len(runs) :]}"
-    )
+    for dag_id, before in runs.items():
+        after = dag_runs(server, dag_id)
+        assert len(after) == len(before), f"a run followed icefloe's own commits: {after}"
     return runs
 
 
@@ -243,28 +245,48 @@ def watched(
         deployment.reparse(dag_file)
 
 
-def test_another_engines_appends_set_off_the_tables_maintenance_once(watched: Watched) -> None:
-    server, warehouse = watched.server, watched.warehouses["iceberg_default"]
+def test_other_engines_commits_set_off_maintenance_once_and_a_restart_misses_none(
+    watched: Watched,
+) -> None:
+    server = watched.server
+    tables, fleets = watched.warehouses["iceberg_default"], watched.warehouses[FLEET_CONN]
+
+    def cursor(conn_id: str) -> dict[str, str] | None:
+        return cursor_of(watched.state_uris[conn_id], conn_id)
+
     with server.running("triggerer"):
-        wait_for(
-            "the watcher's baseline",
-            lambda: cursor_of(watched.state_uris["iceberg_default"], "iceberg_default") is not None,
-            60,
-        )
-        started = time.monotonic()
-        snapshots = one_row_appends(warehouse, TABLE, APPENDS)
+        wait_for("the baselines", lambda: cursor("iceberg_default") and cursor(FLEET_CONN), 60)
+        baseline = cursor("iceberg_default")
+        snapshots = one_row_appends(tables, TABLE, APPENDS)
         appended = time.monotonic()
-        first = wait_for("a run", lambda: dag_runs(server, TABLE_DAG), 120)
+        wait_for("a run", lambda: dag_runs(server, TABLE_DAG), 120)
         print(f"first run {time.monotonic() - appended:.1f}s after the last append")
-        runs = settle(server, TABLE_DAG, snapshots, 300)
+        wait_for("the cursor past them", lambda: cursor("iceberg_default") != baseline, 60)
         loops = server.logs()["triggerer"].count("(connection iceberg_default)")
-    print(f"{len(runs)} runs, {time.monotonic() - started:.0f}s from the first append")
-    assert first
-    check_runs(server, TABLE_DAG, runs, snapshots)
+    # The triggerer stopped (the table's run may still be going, its compaction to come):
+    # another engine commits to the fleet's table meanwhile.
+    fleet_baseline = cursor(FLEET_CONN)
+    fleet_snapshots = one_row_appends(fleets, FLEET_TABLE, APPENDS)
+    with server.running("triggerer"):
+        restarted = time.monotonic()
+        wait_for("a fleet run", lambda: dag_runs(server, FLEET_DAG), 120)
+        print(f"first fleet run {time.monotonic() - restarted:.1f}s after the triggerer started")
+        runs = settle(server, {TABLE_DAG: snapshots, FLEET_DAG: fleet_snapshots}, 300)
+    print(f"runs: { {dag_id: len(r) for dag_id, r in runs.items()} }")
+
+    # The table's DAG: set off by the other engine's commits once (the restart fired none of
+    # them again), its own compaction set nothing off.
+    check_runs(server, TABLE_DAG, runs[TABLE_DAG], snapshots)
     assert dag_runs(server, QUIET_DAG) == []  # each watcher fires for its own table only
     assert loops == 1  # one poll loop for the catalog's two watchers
-    one_partition_compacted(warehouse, TABLE, range(APPENDS))
+    one_partition_compacted(tables, TABLE, range(APPENDS))
     page_says_what_set_it_off(server, snapshots)
+    # The fleet: the commits made while no triggerer ran were found from the stored cursor.
+    assert cursor(FLEET_CONN) != fleet_baseline
+    check_runs(server, FLEET_DAG, runs[FLEET_DAG], fleet_snapshots)
+    # Only the changed table, though the other one needs compacting too.
+    assert planned_tables_of(server, runs[FLEET_DAG])[0] == [FLEET_TABLE]
+    one_partition_compacted(fleets, FLEET_TABLE, range(APPENDS))
 
 
 def page_says_what_set_it_off(server: AirflowServer, snapshots: list[int]) -> None:
@@ -284,26 +306,6 @@ def page_says_what_set_it_off(server: AirflowServer, snapshots: list[int]) -> No
     assert page.status_code == 200
     assert f"append {cause['snapshot_id']} by an engine that names none" in page.text
     assert "last seen changing" in page.text
-
-
-def test_a_fleet_finds_the_commits_made_while_its_triggerer_was_down(watched: Watched) -> None:
-    server, warehouse = watched.server, watched.warehouses[FLEET_CONN]
-    state_uri = watched.state_uris[FLEET_CONN]
-    with server.running("triggerer"):
-        wait_for("the watcher's baseline", lambda: cursor_of(state_uri, FLEET_CONN) is not None, 60)
-    baseline = cursor_of(state_uri, FLEET_CONN)
-    snapshots = one_row_appends(warehouse, FLEET_TABLE, APPENDS)  # no triggerer runs
-    assert dag_runs(server, FLEET_DAG) == []
-    with server.running("triggerer"):
-        appended = time.monotonic()
-        wait_for("a fleet run", lambda: dag_runs(server, FLEET_DAG), 120)
-        print(f"first fleet run {time.monotonic() - appended:.1f}s after the triggerer started")
-        runs = settle(server, FLEET_DAG, snapshots, 300)
-    assert cursor_of(state_uri, FLEET_CONN) != baseline
-    check_runs(server, FLEET_DAG, runs, snapshots)
-    # Only the changed table, though the other one needs compacting too.
-    assert planned_tables_of(server, runs)[0] == [FLEET_TABLE]
-    one_partition_compacted(warehouse, FLEET_TABLE, range(APPENDS))
 
 
 def planned_tables_of(server: AirflowServer, runs: list[dict[str, Any]]) -> list[list[str]]:
