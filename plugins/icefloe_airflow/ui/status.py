@@ -209,10 +209,8 @@ def _table_status(
         if store is not None:
             status.last_runs = store.last_runs(table)
             status.recent_runs = store.recent_runs(table, limit=RECENT_RUNS)
-            status.set_off, status.last_seen = (
-                _set_off(status.recent_runs),
-                _last_seen(store, table),
-            )
+            status.set_off = set_off_of(status.recent_runs)
+            status.last_seen = WatchStore(store.engine, store.catalog_name).last_seen(table)
         iceberg = hook.load_table(table)
         status.policy = table_policy_of(table, iceberg.metadata.properties, layers)
         if store is None:
@@ -228,8 +226,9 @@ def _table_status(
     return status
 
 
-def _set_off(runs: list[MaintenanceRun]) -> dict[str, list[dict[str, Any]]]:
-    """What set off the DAG runs of `runs`; nothing when Airflow's database cannot say."""
+def set_off_of(runs: list[MaintenanceRun]) -> dict[str, list[dict[str, Any]]]:
+    """What set off the DAG runs of `runs`, by "dag_id/run_id"; nothing when Airflow's
+    database cannot say."""
     pairs = [(r.dag_id, r.run_id) for r in runs if r.dag_id and r.run_id]
     try:
         found = what_set_off(pairs)  # type: ignore[arg-type]
@@ -237,10 +236,6 @@ def _set_off(runs: list[MaintenanceRun]) -> dict[str, list[dict[str, Any]]]:
         log.warning("icefloe UI: cannot read what set the runs off: %s", exc)
         return {}
     return {f"{dag_id}/{run_id}": causes for (dag_id, run_id), causes in found.items()}
-
-
-def _last_seen(store: MaintenanceStore, table: str) -> TableChangeSeen | None:
-    return WatchStore(store.engine, store.catalog_name).last_seen(table)
 
 
 def collect_overview() -> Overview:
