@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 import time
 from collections.abc import AsyncIterator, Hashable, Mapping, Sequence
 from typing import Any
@@ -52,6 +53,49 @@ def now_ms() -> int:
     return int(time.time() * 1000)
 
 
+class _SharedStores:
+    """One `WatchStore` per connection in the triggerer process, shared by its poll loop and
+    every trigger filtering it (a catalog may have thousands of watched tables: one engine
+    and one connection lookup each would be thousands of database connections), closed
+    when the last one lets go. Taken and given back in a thread: opening one blocks."""
+
+    def __init__(self) -> None:
+        self._stores: dict[str, tuple[WatchStore, int]] = {}
+        self._lock = threading.Lock()
+
+    async def acquire(self, iceberg_conn_id: str) -> WatchStore:
+        return await asyncio.to_thread(self._acquire, iceberg_conn_id)
+
+    async def release(self, iceberg_conn_id: str) -> None:
+        await asyncio.to_thread(self._release, iceberg_conn_id)
+
+    def _acquire(self, iceberg_conn_id: str) -> WatchStore:
+        with self._lock:
+            store, users = self._stores.get(iceberg_conn_id) or (_open_store(iceberg_conn_id), 0)
+            self._stores[iceberg_conn_id] = (store, users + 1)
+            return store
+
+    def _release(self, iceberg_conn_id: str) -> None:
+        with self._lock:
+            store, users = self._stores.pop(iceberg_conn_id)
+            if users > 1:
+                self._stores[iceberg_conn_id] = (store, users - 1)
+            else:
+                store.close()
+
+
+def _open_store(iceberg_conn_id: str) -> WatchStore:
+    """The watcher state of the connection's catalog, in its state store."""
+    hook = IcebergHook(iceberg_conn_id)
+    try:
+        return WatchStore.open(hook.state_uri(), hook.settings().name)
+    finally:
+        hook.close()
+
+
+STORES = _SharedStores()
+
+
 def stream_name(iceberg_conn_id: str, poll_seconds: float) -> str:
     """The poll loop's name, which keys its stored cursor."""
     return f"{iceberg_conn_id}@{poll_seconds:g}s"
@@ -76,9 +120,7 @@ class CatalogPolls(SharedStreamProducer):
 
     async def _open_store(self) -> WatchStore:
         if self._store is None:
-            settings = await asyncio.to_thread(self._hook.settings)
-            uri = await asyncio.to_thread(self._hook.state_uri)
-            self._store = await asyncio.to_thread(WatchStore.open, uri, settings.name)
+            self._store = await STORES.acquire(self.iceberg_conn_id)
         return self._store
 
     async def open_stream(self) -> AsyncIterator[tuple[Any, Any]]:
@@ -132,7 +174,8 @@ class CatalogPolls(SharedStreamProducer):
     async def aclose(self) -> None:
         await asyncio.to_thread(self._hook.close)
         if self._store is not None:
-            await asyncio.to_thread(self._store.close)
+            self._store = None
+            await STORES.release(self.iceberg_conn_id)
 
 
 def _seen(change: TableChange, polled_ms: int) -> TableChangeSeen:
@@ -217,12 +260,8 @@ class TableChangesTrigger(BaseEventTrigger):
     async def filter_shared_stream(
         self, shared_stream: AsyncIterator[Any]
     ) -> AsyncIterator[TriggerEvent]:
-        hook = IcebergHook(self.iceberg_conn_id)
-        store: WatchStore | None = None
+        store = await STORES.acquire(self.iceberg_conn_id)
         try:
-            settings = await asyncio.to_thread(hook.settings)
-            uri = await asyncio.to_thread(hook.state_uri)
-            store = await asyncio.to_thread(WatchStore.open, uri, settings.name)
             held = await asyncio.to_thread(store.held, self.watcher)
             async for raw in shared_stream:
                 events, changed = self.absorb(held, raw)
@@ -237,9 +276,7 @@ class TableChangesTrigger(BaseEventTrigger):
                     )
                     yield TriggerEvent(payload)
         finally:
-            if store is not None:
-                await asyncio.to_thread(store.close)
-            await asyncio.to_thread(hook.close)
+            await STORES.release(self.iceberg_conn_id)
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         """The same without a shared loop (a triggerer that does not share streams): the
