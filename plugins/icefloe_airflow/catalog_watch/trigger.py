@@ -126,16 +126,20 @@ class CatalogPolls(SharedStreamProducer):
     async def open_stream(self) -> AsyncIterator[tuple[Any, Any]]:
         # Every catalog and store call is synchronous: each runs in a thread, never in the
         # triggerer's event loop, which every other trigger shares.
+        started = time.monotonic()
         store = await self._open_store()
+        opened = time.monotonic()
         catalog = await asyncio.to_thread(self._hook.get_catalog)
         cursor = await asyncio.to_thread(store.cursor, self.stream)
         watch = CatalogWatch(catalog, cursor)
         log.info(
-            "watching catalog %s (connection %s) every %gs, %s",
+            "watching catalog %s (connection %s) every %gs, %s (store %.1fs, catalog %.1fs)",
             store.catalog_name,
             self.iceberg_conn_id,
             self.poll_seconds,
             "from its stored cursor" if cursor is not None else "from now on (first start)",
+            opened - started,
+            time.monotonic() - opened,
         )
         while True:
             # Sleep first: the triggers restarted together subscribe before the first poll.
