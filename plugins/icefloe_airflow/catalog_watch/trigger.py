@@ -57,40 +57,38 @@ class _SharedStores:
     """One `WatchStore` per connection in the triggerer process, shared by its poll loop and
     every trigger filtering it (a catalog may have thousands of watched tables: one engine
     and one connection lookup each would be thousands of database connections), closed
-    when the last one lets go. Taken and given back in a thread: opening one blocks."""
+    when the last one lets go; with the connection's hook, which looked the connection up
+    (each lookup is a round trip through the triggerer's supervisor) and opens the
+    catalog. Taken and given back in a thread: opening one blocks."""
 
     def __init__(self) -> None:
-        self._stores: dict[str, tuple[WatchStore, int]] = {}
+        self._stores: dict[str, tuple[WatchStore, IcebergHook, int]] = {}
         self._lock = threading.Lock()
 
-    async def acquire(self, iceberg_conn_id: str) -> WatchStore:
+    async def acquire(self, iceberg_conn_id: str) -> tuple[WatchStore, IcebergHook]:
         return await asyncio.to_thread(self._acquire, iceberg_conn_id)
 
     async def release(self, iceberg_conn_id: str) -> None:
         await asyncio.to_thread(self._release, iceberg_conn_id)
 
-    def _acquire(self, iceberg_conn_id: str) -> WatchStore:
+    def _acquire(self, iceberg_conn_id: str) -> tuple[WatchStore, IcebergHook]:
         with self._lock:
-            store, users = self._stores.get(iceberg_conn_id) or (_open_store(iceberg_conn_id), 0)
-            self._stores[iceberg_conn_id] = (store, users + 1)
-            return store
+            if iceberg_conn_id in self._stores:
+                store, hook, users = self._stores[iceberg_conn_id]
+            else:
+                hook, users = IcebergHook(iceberg_conn_id), 0
+                store = WatchStore.open(hook.state_uri(), hook.settings().name)
+            self._stores[iceberg_conn_id] = (store, hook, users + 1)
+            return store, hook
 
     def _release(self, iceberg_conn_id: str) -> None:
         with self._lock:
-            store, users = self._stores.pop(iceberg_conn_id)
+            store, hook, users = self._stores.pop(iceberg_conn_id)
             if users > 1:
-                self._stores[iceberg_conn_id] = (store, users - 1)
+                self._stores[iceberg_conn_id] = (store, hook, users - 1)
             else:
                 store.close()
-
-
-def _open_store(iceberg_conn_id: str) -> WatchStore:
-    """The watcher state of the connection's catalog, in its state store."""
-    hook = IcebergHook(iceberg_conn_id)
-    try:
-        return WatchStore.open(hook.state_uri(), hook.settings().name)
-    finally:
-        hook.close()
+                hook.close()
 
 
 STORES = _SharedStores()
@@ -115,13 +113,12 @@ class CatalogPolls(SharedStreamProducer):
         self.iceberg_conn_id = iceberg_conn_id
         self.poll_seconds = poll_seconds
         self.stream = stream_name(iceberg_conn_id, poll_seconds)
-        self._hook = IcebergHook(iceberg_conn_id)
-        self._store: WatchStore | None = None
+        self._shared: tuple[WatchStore, IcebergHook] | None = None
 
     async def _open_store(self) -> WatchStore:
-        if self._store is None:
-            self._store = await STORES.acquire(self.iceberg_conn_id)
-        return self._store
+        if self._shared is None:
+            self._shared = await STORES.acquire(self.iceberg_conn_id)
+        return self._shared[0]
 
     async def open_stream(self) -> AsyncIterator[tuple[Any, Any]]:
         # Every catalog and store call is synchronous: each runs in a thread, never in the
@@ -129,7 +126,9 @@ class CatalogPolls(SharedStreamProducer):
         started = time.monotonic()
         store = await self._open_store()
         opened = time.monotonic()
-        catalog = await asyncio.to_thread(self._hook.get_catalog)
+        assert self._shared is not None
+        # The shared hook's catalog: the poll loop is its one user (one loop per connection).
+        catalog = await asyncio.to_thread(self._shared[1].get_catalog)
         cursor = await asyncio.to_thread(store.cursor, self.stream)
         watch = CatalogWatch(catalog, cursor)
         log.info(
@@ -176,9 +175,8 @@ class CatalogPolls(SharedStreamProducer):
             await asyncio.to_thread(store.save_cursor, self.stream, cursor, now_ms())
 
     async def aclose(self) -> None:
-        await asyncio.to_thread(self._hook.close)
-        if self._store is not None:
-            self._store = None
+        if self._shared is not None:
+            self._shared = None
             await STORES.release(self.iceberg_conn_id)
 
 
@@ -264,7 +262,7 @@ class TableChangesTrigger(BaseEventTrigger):
     async def filter_shared_stream(
         self, shared_stream: AsyncIterator[Any]
     ) -> AsyncIterator[TriggerEvent]:
-        store = await STORES.acquire(self.iceberg_conn_id)
+        store, _ = await STORES.acquire(self.iceberg_conn_id)
         try:
             held = await asyncio.to_thread(store.held, self.watcher)
             async for raw in shared_stream:
