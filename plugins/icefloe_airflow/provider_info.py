@@ -10,7 +10,8 @@ The connection type is `icefloe`, not `iceberg`: Apache Airflow's own Iceberg pr
 connection by its id, an `iceberg` one as that provider does (see `icefloe_airflow.hook`).
 
 The config section `[icefloe]` declares `state_uri`, where the state store lives (see
-`icefloe_airflow.state`), and `tables_config`, the tables.yaml to read; declared here,
+`icefloe_airflow.state`), `tables_config`, the tables.yaml to read, and
+`watch_poll_interval`, how often `schedule: asset` looks at each catalog; declared here,
 Airflow lists them (`airflow config list`), knows their defaults and treats the state URI as
 sensitive (`AIRFLOW__ICEFLOE__STATE_URI_SECRET`, `_CMD`).
 """
@@ -27,6 +28,8 @@ CONFIG_SECTION = "icefloe"
 STATE_URI_OPTION = "state_uri"
 TABLES_CONFIG_OPTION = "tables_config"
 SPARK_CONNECT_OPTION = "spark_connect_conn_id"
+WATCH_POLL_OPTION = "watch_poll_interval"
+DEFAULT_WATCH_POLL = "20s"
 DEFAULT_STATE_FILE = "icefloe_state.db"
 
 
@@ -150,6 +153,16 @@ def get_provider_info() -> dict[str, Any]:
                         "type": "string",
                         "example": "spark_connect_default",
                         "default": "",
+                    },
+                    WATCH_POLL_OPTION: {
+                        "description": "How often the triggerer asks each catalog which tables "
+                        "changed, for the DAGs and fleets with schedule: asset (one query per "
+                        "poll on a SQL catalog; a list and a conditional load per table on a "
+                        "REST one). A duration such as 20s or 1m; read when DAGs are parsed.",
+                        "version_added": "0.3.0",
+                        "type": "string",
+                        "example": "30s",
+                        "default": DEFAULT_WATCH_POLL,
                     },
                 },
             }

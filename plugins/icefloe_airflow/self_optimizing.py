@@ -46,7 +46,7 @@ from typing import Any
 from airflow.sdk import Asset, AssetOrTimeSchedule, Context, CronTriggerTimetable, TaskGroup, task
 from airflow.sdk import TriggerRule as Rule
 
-from icefloe_airflow.assets import table_asset
+from icefloe_airflow.catalog_watch.assets import watched_table_asset
 from icefloe_airflow.health_model import JobDecision
 from icefloe_airflow.hook import IcebergHook
 from icefloe_airflow.operators import OPERATORS, IcefloeJobOperator, TableHealthOperator
@@ -63,11 +63,12 @@ def optimize_dag_id(table: str) -> str:
 
 
 def schedule_for(config: TableConfig) -> str | list[Asset] | AssetOrTimeSchedule | None:
-    """The DAG schedule of a tables.yaml entry: its cron or preset, the table's ingest Asset
-    (`asset`: run after each ingested batch), both, or None (manual)."""
+    """The DAG schedule of a tables.yaml entry: its cron or preset, the table's Asset
+    (`asset`: run after each ingested batch, and when other engines' commits may make
+    maintenance due, seen by the Asset's watcher), both, or None (manual)."""
     if not config.on_assets:
         return config.clock
-    assets = [table_asset(config.table, config.catalog_name)]
+    assets = [watched_table_asset(config)]
     if config.clock is None:
         return assets
     return AssetOrTimeSchedule(

@@ -5,7 +5,8 @@
       retention: {max_snapshot_age: 5d, retain_last: 1}
     tables:
       - table: db.events
-        schedule: asset            # run after each ingest of db.events (its Asset event)
+        schedule: asset            # run after commits to db.events by any engine
+        min_interval: 60s          # with asset: at most one run per minute, bursts held
         thresholds: {minor_file_count: 12, major_delete_ratio: 0.1, max_data_manifests: 100}
         retention: {max_snapshot_age: 2d}
         options:                   # per-job operator options (job flags without --)
@@ -28,17 +29,20 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import yaml
 from croniter import croniter
 
-from icefloe_airflow.policy import JOB_ORDER, MaintenancePolicy
+from icefloe_airflow.policy import JOB_ORDER, MaintenancePolicy, parse_duration
 from icefloe_airflow.provider_info import CONFIG_SECTION, TABLES_CONFIG_OPTION
 
 CONFIG_ENV = "ICEFLOE_TABLES_CONFIG"
 ASSET_SCHEDULE = "asset"
+# `schedule: asset`: another engine's commits set a table's maintenance off at most this often.
+DEFAULT_MIN_INTERVAL = timedelta(seconds=60)
 PRESETS = frozenset({"@once", "@continuous", "@hourly", "@daily", "@weekly", "@monthly", "@yearly"})
 JOBS = (*JOB_ORDER, "ingest")
 _POLICY_SECTIONS = ("policy", "thresholds", "retention")
@@ -50,6 +54,7 @@ _TABLE_KEYS = frozenset(
         "iceberg_conn_id",
         "catalog_name",
         "spark_connect_conn_id",
+        "min_interval",
         *_POLICY_SECTIONS,
     }
 )
@@ -74,10 +79,14 @@ class TableConfig:
     catalog_name: str = "default"
     # A Spark Connect connection: the table's jobs run as that server's clients.
     spark_connect_conn_id: str | None = None
+    # With `schedule: asset`: the shortest time between two runs other engines' commits set
+    # off (a burst of commits makes one run).
+    min_interval: timedelta = DEFAULT_MIN_INTERVAL
 
     @property
     def on_assets(self) -> bool:
-        """Whether maintenance runs on the table's ingest Asset events."""
+        """Whether maintenance runs on the table's Asset events: its ingest's, and those of
+        its watcher, which any engine's commits set off."""
         parts = self.schedule if isinstance(self.schedule, tuple) else (self.schedule,)
         return ASSET_SCHEDULE in parts
 
@@ -160,7 +169,7 @@ def _table_config(
     if not isinstance(table, str) or len([p for p in table.split(".") if p]) < 2:
         raise TablesConfigError(f"{source}: {where}.table: expected NAMESPACE.NAME, got {table!r}")
     merged = {**defaults, **entry}
-    schedule = _schedule(merged.get("schedule", "@daily"), source, f"{where}.schedule")
+    schedule = parse_schedule(merged.get("schedule", "@daily"), source, f"{where}.schedule")
 
     policy_values: dict[str, Any] = {}
     for origin, label in ((defaults, "defaults"), (entry, where)):
@@ -194,8 +203,26 @@ def _table_config(
             f"{source}: {where}.spark_connect_conn_id: expected a connection id"
         )
     return TableConfig(
-        table, schedule, policy, job_options, conn_id, catalog_name, spark_connect_conn_id=connect
+        table,
+        schedule,
+        policy,
+        job_options,
+        conn_id,
+        catalog_name,
+        spark_connect_conn_id=connect,
+        min_interval=min_interval(merged, source, f"{where}.min_interval"),
     )
+
+
+def min_interval(entry: Mapping[str, Any], source: str, where: str) -> timedelta:
+    """An entry's `min_interval` (a duration such as `60s` or `5m`), else the default."""
+    value = entry.get("min_interval")
+    if value is None:
+        return DEFAULT_MIN_INTERVAL
+    try:
+        return parse_duration(value, "min_interval")
+    except ValueError as exc:
+        raise TablesConfigError(f"{source}: {where}: {exc}") from None
 
 
 def policy_sections(origin: Mapping[str, Any], source: str, label: str) -> dict[str, Any]:
@@ -211,7 +238,7 @@ def policy_sections(origin: Mapping[str, Any], source: str, label: str) -> dict[
     return level
 
 
-def _schedule(schedule: Any, source: str, where: str) -> str | tuple[str, str] | None:
+def parse_schedule(schedule: Any, source: str, where: str) -> str | tuple[str, str] | None:
     """One of: null, `asset`, a cron expression or preset, or `[asset, <cron or preset>]`."""
     if isinstance(schedule, list):
         clocks = [p for p in schedule if p != ASSET_SCHEDULE]

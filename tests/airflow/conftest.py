@@ -57,6 +57,12 @@ _SETTINGS = {
     else os.pathsep.join([str(VENV_BIN), os.environ.get("PATH", "")]),
     # Spark binds to loopback: no hostname lookups, nothing exposed on the network.
     "SPARK_LOCAL_IP": "127.0.0.1",
+    # Airflow's processes import this checkout's packages, as pytest does (pyproject's
+    # `pythonpath`): an editable install of another checkout (a git worktree's main one)
+    # would otherwise win, and a deployment would run that checkout's plugin.
+    "PYTHONPATH": os.pathsep.join(
+        [str(ROOT), str(ROOT / "plugins"), *filter(None, [os.environ.get("PYTHONPATH")])]
+    ),
 }
 os.environ.update(_SETTINGS)
 

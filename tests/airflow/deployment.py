@@ -14,6 +14,9 @@ when the module is done (`Deployment.configured`):
   API, as a user creates it in the UI) and looked up at each request, never in the processes'
   environment, which would shadow it;
 - the page's cache of the live tables, refreshed after each change.
+A module that needs DAGs made from its own tables or fleets (`schedule: asset`) has their
+files parsed again (`Deployment.reparse`, as the UI's "Reparse" button asks for it), and
+again when it is done, so that the DAGs and their watchers go with its tables.
 
 The deployment has a metadata database of its own (a copy of the session's, as migrated):
 the `dag.test()` runs of other modules write their versions of the same DAG ids and their
@@ -29,8 +32,11 @@ running them creates).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import sqlite3
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -79,32 +85,73 @@ def icefloe_connection(
     return {"conn_type": "icefloe", "extra": extra}
 
 
+# How often `schedule: asset` polls a catalog here: short, so that the tests wait little.
+WATCH_POLL = "2s"
+
+
 @dataclass
 class Deployment:
     """The running deployment: its `server` (an all-admins api-server, so both a REST client
-    and a browser log in), the tables config it reads, and Airflow's `[icefloe] state_uri`."""
+    and a browser log in), the tables config it reads, Airflow's `[icefloe] state_uri`, and
+    its metadata database (a SQLite file)."""
 
     server: AirflowServer
     tables_config: Path
     state_uri: str
+    metadata: Path
     _tables: list[Mapping[str, Any]] = field(default_factory=list)
     _connection: Mapping[str, Any] | None = None
+    _fleets: list[Mapping[str, Any]] = field(default_factory=lambda: list(FLEETS))
 
     @contextmanager
     def configured(
-        self, tables: Sequence[Mapping[str, Any]], connection: Mapping[str, Any] | None
+        self,
+        tables: Sequence[Mapping[str, Any]],
+        connection: Mapping[str, Any] | None,
+        fleets: Sequence[Mapping[str, Any]] = FLEETS,
     ) -> Iterator[AirflowServer]:
-        """tables.yaml lists `tables` and `iceberg_default` is `connection` (None: there is no
-        such connection) while the block runs; then both are as before."""
-        before = (self._tables, self._connection)
-        self._apply(list(tables), connection)
+        """tables.yaml lists `tables` (and `fleets`) and `iceberg_default` is `connection`
+        (None: there is no such connection) while the block runs; then all are as before."""
+        before = (self._tables, self._connection, self._fleets)
+        self._apply(list(tables), connection, list(fleets))
         try:
             yield self.server
         finally:
             self._apply(*before)
 
-    def _apply(self, tables: list[Mapping[str, Any]], connection: Mapping[str, Any] | None) -> None:
-        self.tables_config.write_text(json.dumps({"tables": tables, "fleets": FLEETS}))
+    def reparse(self, dag_file: str) -> None:
+        """Ask the dag-processor to parse `dags/<dag_file>` again now (it otherwise parses
+        each file once, at its start): the row the REST API's `parseDagFile` adds."""
+        fileloc = dag_file
+        key = hashlib.md5(f"dags-folder:{fileloc}".encode()).hexdigest()
+        with sqlite3.connect(self.metadata, timeout=30) as db:
+            db.execute(
+                "INSERT OR REPLACE INTO dag_priority_parsing_request "
+                "(id, bundle_name, relative_fileloc) VALUES (?, 'dags-folder', ?)",
+                (key, fileloc),
+            )
+
+    def wait_for_watchers(self, asset_name: str, count: int, timeout: float = 120) -> None:
+        """Wait until the asset has `count` watchers registered (0: none left)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            response = self.server.get("/api/v2/assets", params={"name_pattern": asset_name})
+            assert response.status_code == 200, response.text
+            found = [a for a in response.json()["assets"] if a["name"] == asset_name]
+            watchers = len(found[0]["watchers"]) if found else 0
+            if watchers == count:
+                return
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{asset_name}: {watchers} watchers, not {count}")
+            time.sleep(0.5)
+
+    def _apply(
+        self,
+        tables: list[Mapping[str, Any]],
+        connection: Mapping[str, Any] | None,
+        fleets: list[Mapping[str, Any]],
+    ) -> None:
+        self.tables_config.write_text(json.dumps({"tables": tables, "fleets": fleets}))
         gone = self.server.delete(f"/api/v2/connections/{CONN_ID}")
         assert gone.status_code in (204, 404), gone.text
         if connection is not None:
@@ -112,7 +159,7 @@ class Deployment:
             body = {"connection_id": CONN_ID, **connection, "extra": extra}
             created = self.server.post("/api/v2/connections", json=body)
             assert created.status_code == 201, created.text
-        self._tables, self._connection = tables, connection
+        self._tables, self._connection, self._fleets = tables, connection, fleets
         fresh = self.server.get("/icefloe/api/tables", params={"refresh": "true"})
         assert fresh.status_code == 200, fresh.text
 
@@ -140,7 +187,8 @@ def start_deployment(home: Path, metadata: Path) -> Iterator[Deployment]:
         # test that needs the triggerer starts it (`server.running("triggerer")`), so that it
         # costs the rest of the suite nothing.
         "AIRFLOW__OPERATORS__DEFAULT_DEFERRABLE": "True",
+        "AIRFLOW__ICEFLOE__WATCH_POLL_INTERVAL": WATCH_POLL,
     }
     env.pop(f"AIRFLOW_CONN_{CONN_ID.upper()}", None)
     with airflow_server(env, all_admins=True, scheduler=True, dag_processor=True) as server:
-        yield Deployment(server, config, state_uri)
+        yield Deployment(server, config, state_uri, metadata)

@@ -111,12 +111,22 @@ def test_self_optimizing_dags_follow_tables_yaml(
 
     assert bag.import_errors == {} and deprecations == []
     events = bag.get_dag("icefloe_optimize__db__events")
-    assert events.schedule == [table_asset("db.events")]
+    # The table's Asset: its ingest's events, and its watcher's, which any engine's commits
+    # set off (one trigger per table, sharing the catalog's poll loop in the triggerer).
+    [asset] = events.schedule
+    assert (asset.name, asset.uri) == (table_asset("db.events").name, table_asset("db.events").uri)
+    [watcher] = asset.watchers
+    classpath, kwargs = watcher.trigger.serialize()
+    assert classpath == "icefloe_airflow.catalog_watch.trigger.TableChangesTrigger"
+    assert (kwargs["iceberg_conn_id"], kwargs["tables"]) == ("iceberg_default", ["db.events"])
+    assert (kwargs["poll_seconds"], kwargs["min_interval_seconds"]) == (20.0, 60.0)
+    assert kwargs["thresholds"] == {"small_file_bytes": 384 * 1024**2, "min_commits": 100}
     assert bag.get_dag("icefloe_optimize__a__b__users").schedule == "0 3 * * *"
     assert bag.get_dag("icefloe_optimize__db__manual").schedule is None
     both = bag.get_dag("icefloe_optimize__db__both")
     # After each ingest into the `lake` catalog's db.both, and hourly whatever happens.
-    assert list(both.timetable.asset_condition.objects) == [table_asset("db.both", "lake")]
+    [asset] = both.timetable.asset_condition.objects
+    assert asset.uri == table_asset("db.both", "lake").uri and len(asset.watchers) == 1
     assert both.timetable.timetable.expression == "0 * * * *"
     assert events.max_active_runs == 1
     group = "self_optimizing."

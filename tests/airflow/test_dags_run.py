@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from icefloe_airflow.assets import table_asset
+from icefloe_airflow.assets import fleet_asset, table_asset
 from icefloe_airflow.self_optimizing import optimize_dag_id
 from pyspark.sql import SparkSession
 
@@ -87,7 +87,8 @@ def test_ingest_dag_commits_the_batch_and_publishes_the_table_asset(
     with create_session() as session:
         events = session.query(AssetEvent).filter(AssetEvent.source_run_id == run.run_id).all()
         published = {(e.asset.uri, e.source_dag_id) for e in events}
-    assert published == {(asset.uri, "icefloe_ingest")}
+    fleet = fleet_asset("iceberg_default")  # a fleet with `schedule: asset` runs on it too
+    assert published == {(asset.uri, "icefloe_ingest"), (fleet.uri, "icefloe_ingest")}
 
 
 def test_ingest_dag_refuses_a_conf_without_source(

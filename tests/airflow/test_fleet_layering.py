@@ -102,6 +102,30 @@ def _job_pools(fleet: FleetConfig) -> set[str]:
     return {t.pool for t in fleet_dag(fleet).tasks if t.task_id.startswith("table.")}
 
 
+def test_a_fleet_on_its_asset_runs_when_its_tables_change() -> None:
+    """`schedule: asset`: the fleet's Asset, watched by one trigger for its namespaces (the
+    catalog's shared poll loop), `min_interval` its; with a clock too, either sets it off."""
+    from airflow.sdk import Asset  # noqa: PLC0415
+
+    on_asset = {"schedule": "asset", "min_interval": "2m"}
+    settings = parse_fleet_settings({**DOCUMENT, "fleets": [{**DOCUMENT["fleets"][0], **on_asset}]})
+    (fleet,) = settings.fleets
+    assert fleet.on_assets and fleet.clock is None
+    [asset] = fleet_dag(fleet).timetable.asset_condition.objects
+    assert isinstance(asset, Asset) and asset.uri == "x-icefloe-fleet://lake"
+    [watcher] = asset.watchers
+    classpath, kwargs = watcher.trigger.serialize()
+    assert classpath == "icefloe_airflow.catalog_watch.trigger.TableChangesTrigger"
+    assert kwargs["include"] == list(fleet.include) and kwargs["exclude"] == list(fleet.exclude)
+    assert kwargs["min_interval_seconds"] == 120.0
+    assert kwargs["iceberg_conn_id"] == "lake" and kwargs["tables"] == []
+    both = {"schedule": ["asset", "@daily"]}
+    settings = parse_fleet_settings({**DOCUMENT, "fleets": [{**DOCUMENT["fleets"][0], **both}]})
+    (fleet,) = settings.fleets
+    assert (fleet.on_assets, fleet.clock) == (True, "@daily")
+    assert "AssetOrTimeSchedule" in type(fleet_dag(fleet).timetable).__name__
+
+
 def test_a_fleet_without_a_pool_runs_in_airflows_own_bounded_per_run() -> None:
     """No `pool`: Airflow's default pool (a pool nobody created would keep every job queued
     for ever), the run still bounded by spark_apps; a named pool is every job's."""
@@ -121,6 +145,8 @@ def test_a_fleet_without_a_pool_runs_in_airflows_own_bounded_per_run() -> None:
         ({"fleets": [{"max_bytes": "lots"}]}, r"fleets\[0\]"),
         ({"fleets": [{}, {}]}, "one fleet per connection"),
         ({"fleets": [{"pool": ""}]}, r"fleets\[0\]: pool: expected an Airflow pool name"),
+        ({"fleets": [{"schedule": "often"}]}, r"fleets\[0\]\.schedule: 'often' is not a cron"),
+        ({"fleets": [{"min_interval": "x"}]}, r"fleets\[0\]\.min_interval: .*got 'x'"),
         ({"namespaces": {"raw": {"policy": {"minor_file_count": 1}, "schedule": "@daily"}}}, "raw"),
         ({"namespaces": {"raw": {"policy": {"nope": 1}}}}, r"namespaces\['raw'\].*nope"),
     ],

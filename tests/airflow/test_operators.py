@@ -19,7 +19,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from icefloe_airflow.assets import INGEST_ALIAS, table_asset
+from icefloe_airflow.assets import INGEST_ALIAS, fleet_asset, table_asset
 from icefloe_airflow.health_history import bytes_rewritten_per_day, table_checks
 from icefloe_airflow.hook import IcebergHook
 from icefloe_airflow.operators import (
@@ -328,6 +328,8 @@ def test_ingest_then_compact_in_a_dag_run(
     assert ingested["batch_id"] == f"{dag.dag_id}/{run.run_id}/ingest"  # rendered default
     events = asset_events(table_asset("db.events").uri)
     assert [(e["table"], e["rows"], e["status"]) for e in events] == [("db.events", 3, "committed")]
+    fleet = asset_events(fleet_asset("iceberg_default").uri)  # what a `schedule: asset` fleet sees
+    assert ("db.events", 3, "committed") in [(e["table"], e["rows"], e["status"]) for e in fleet]
 
     compacted = xcom(dag.dag_id, run.run_id, "compact")
     assert compacted["rewritten_data_files"] == 6  # 5 small files + the ingested one

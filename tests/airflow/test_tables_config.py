@@ -157,6 +157,10 @@ def test_plain_list_and_empty_file(tmp_path: Path) -> None:
             "tables:\n  - table: db.t\n  - table: db.t\n",
             r"tables\[1\]: table db\.t is already listed at tables\[0\]",
         ),
+        (
+            "tables:\n  - table: db.t\n    schedule: asset\n    min_interval: 60\n",
+            r"tables\[0\]\.min_interval: min_interval: expected a duration such as 7d.*, got 60",
+        ),
         ("defaults: {table: db.x}\n", r"defaults: unknown keys \['table'\]"),
         ("tables: {table: db.t}\n", "tables: expected a list"),
         ("tables: [\n", "not valid YAML"),
@@ -167,6 +171,17 @@ def test_mistakes_name_the_file_and_key(tmp_path: Path, text: str, message: str)
     path = write(tmp_path, text)
     with pytest.raises(TablesConfigError, match=rf"^{path}: .*{message}"):
         load_tables_config(path)
+
+
+def test_min_interval_of_a_table_its_defaults_or_a_minute(tmp_path: Path) -> None:
+    text = (
+        "defaults: {min_interval: 5m}\ntables:\n  - table: db.t\n    min_interval: 90s\n"
+        "  - table: db.u\n"
+    )
+    t, u = load_tables_config(write(tmp_path, text))
+    assert (t.min_interval, u.min_interval) == (timedelta(seconds=90), timedelta(minutes=5))
+    (v,) = load_tables_config(write(tmp_path, "tables:\n  - table: db.v\n"))
+    assert v.min_interval == timedelta(seconds=60)
 
 
 def test_missing_file_is_named(tmp_path: Path) -> None:

@@ -47,3 +47,43 @@ def pyiceberg_appends(warehouse: Path, catalog: SqlCatalog, commits: int) -> str
             table.refresh()
     engine.engine.dispose()
     return TABLE
+
+
+def pyiceberg_catalog(warehouse: Path) -> PyIcebergCatalog:
+    """PyIceberg's SqlCatalog on the warehouse's SQLite catalog (`catalog.db`), the one
+    icecore's `SqlCatalog("default", warehouse=...)` and an icefloe connection open."""
+    return PyIcebergCatalog(
+        "default", uri=f"sqlite:///{warehouse}/catalog.db", warehouse=f"file://{warehouse}"
+    )
+
+
+def create_partitioned(warehouse: Path, table: str) -> None:
+    """`table` (id long, part string), partitioned by `part`, created by PyIceberg with no
+    snapshot yet."""
+    engine = pyiceberg_catalog(warehouse)
+    namespace = table.rpartition(".")[0]
+    engine.create_namespace_if_not_exists(namespace)
+    engine.create_table(
+        table,
+        Schema(NestedField(1, "id", LongType()), NestedField(2, "part", StringType())),
+        partition_spec=PartitionSpec(PartitionField(2, 1000, IdentityTransform(), "part")),
+    )
+    engine.engine.dispose()
+
+
+def one_row_appends(
+    warehouse: Path, table: str, commits: int, *, part: str = "a", first: int = 0
+) -> list[int]:
+    """Another engine's stream into one partition: `commits` appends of one row each (ids
+    `first`, `first + 1`, ...), one small file and one snapshot apiece; returns the snapshot
+    ids, oldest first."""
+    engine = pyiceberg_catalog(warehouse)
+    loaded = engine.load_table(table)
+    ids = []
+    for n in range(first, first + commits):
+        loaded.append(pa.Table.from_pylist([{"id": n, "part": part}], ARROW))
+        snapshot = loaded.current_snapshot()
+        assert snapshot is not None
+        ids.append(snapshot.snapshot_id)
+    engine.engine.dispose()
+    return ids

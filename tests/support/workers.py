@@ -23,6 +23,7 @@ from xdist.scheduler import LoadScopeScheduling
 
 DEPLOYMENT_MODULES = frozenset(
     {
+        "tests/airflow/test_catalog_watch.py",
         "tests/airflow/test_fleet_deferral.py",
         "tests/airflow/test_rest_api.py",
         "tests/airflow/test_trigger_forms.py",

@@ -12,7 +12,10 @@ and the per-namespace policy overrides.
       - iceberg_conn_id: iceberg_default
         include: ["*"]              # namespace globs (fnmatch); a nested namespace is `a.b`
         exclude: ["tmp_*"]
-        schedule: "@daily"
+        schedule: "@daily"          # or asset: when other engines' commits (or our ingest)
+                                    # may make a table's maintenance due; a run covers the
+                                    # tables that changed; or [asset, "@daily"]
+        min_interval: 60s           # with asset: one run per table per minute at most
         max_tables: 50              # tables maintained per run
         max_bytes: 2TB              # bytes rewritten per run (estimated from metadata)
         spark_apps: 4               # a run's Spark applications at once
@@ -31,6 +34,7 @@ from __future__ import annotations
 import fnmatch
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -39,8 +43,12 @@ import yaml
 from icecore.jobs.grammar import parse_size
 from icefloe_airflow.policy import MaintenancePolicy
 from icefloe_airflow.tables_config import (
+    ASSET_SCHEDULE,
+    DEFAULT_MIN_INTERVAL,
     TablesConfigError,
     default_config_path,
+    min_interval,
+    parse_schedule,
     parse_tables_config,
     policy_sections,
 )
@@ -57,6 +65,7 @@ _FLEET_KEYS = frozenset(
         "pool",
         "conn_id",
         "spark_connect_conn_id",
+        "min_interval",
     }
 )
 
@@ -100,7 +109,7 @@ class FleetConfig:
     iceberg_conn_id: str = "iceberg_default"
     include: tuple[str, ...] = ("*",)
     exclude: tuple[str, ...] = ()
-    schedule: str | None = "@daily"
+    schedule: str | tuple[str, str] | None = "@daily"
     budget: Budget = field(default_factory=Budget)
     # A pool bounds Spark applications across every DAG using it; it must exist (Airflow's
     # scheduler never queues a task of a missing pool, and says so only in its own log).
@@ -109,10 +118,24 @@ class FleetConfig:
     conn_id: str = "spark_default"
     # A Spark Connect connection: every job of the fleet runs as that server's client.
     spark_connect_conn_id: str | None = None
+    # With `schedule: asset`: the shortest time between two runs one table's commits set off.
+    min_interval: timedelta = DEFAULT_MIN_INTERVAL
 
     @property
     def dag_id(self) -> str:
         return f"icefloe_fleet__{self.iceberg_conn_id}"
+
+    @property
+    def on_assets(self) -> bool:
+        """Whether the fleet runs when its tables change (`schedule: asset`)."""
+        parts = self.schedule if isinstance(self.schedule, tuple) else (self.schedule,)
+        return ASSET_SCHEDULE in parts
+
+    @property
+    def clock(self) -> str | None:
+        """The cron expression or preset of the schedule, if it has one."""
+        parts = self.schedule if isinstance(self.schedule, tuple) else (self.schedule,)
+        return next((p for p in parts if p is not None and p != ASSET_SCHEDULE), None)
 
 
 @dataclass(frozen=True)
@@ -201,6 +224,8 @@ def _fleet(entry: Any, source: str, where: str) -> FleetConfig:
         raise TablesConfigError(
             f"{source}: {where}: unknown keys {unknown}; known: {sorted(_FLEET_KEYS)}"
         )
+    schedule = parse_schedule(entry.get("schedule", "@daily"), source, f"{where}.schedule")
+    interval = min_interval(entry, source, f"{where}.min_interval")
     try:
         max_bytes = entry.get("max_bytes")
         budget = Budget(
@@ -212,11 +237,12 @@ def _fleet(entry: Any, source: str, where: str) -> FleetConfig:
             iceberg_conn_id=str(entry.get("iceberg_conn_id", "iceberg_default")),
             include=_globs(entry.get("include", ["*"])),
             exclude=_globs(entry.get("exclude", [])),
-            schedule=entry.get("schedule", "@daily"),
+            schedule=schedule,
             budget=budget,
             pool=_optional_text(entry, "pool", "an Airflow pool name"),
             conn_id=str(entry.get("conn_id", "spark_default")),
             spark_connect_conn_id=_optional_text(entry, "spark_connect_conn_id", "a connection id"),
+            min_interval=interval,
         )
     except (TypeError, ValueError) as exc:
         raise TablesConfigError(f"{source}: {where}: {exc}") from None

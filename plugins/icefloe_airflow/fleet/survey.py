@@ -8,7 +8,7 @@ discover, check (cache), rank; optionally record the checks in the health histor
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -44,17 +44,22 @@ def survey(
     include: Sequence[str] = ("*",),
     exclude: Sequence[str] = (),
     names: Sequence[str] | None = None,
+    changed: Collection[str] | None = None,
     cache: HealthCache | None = None,
     threads: int = DEFAULT_THREADS,
     record: bool = False,
     now: datetime | None = None,
 ) -> Survey:
-    """Check the catalog's tables (those in `names` only, when given). Without a `store`,
+    """Check the catalog's tables (those in `names` only, when given; of those listed, the
+    ones in `changed` only, when given: the tables a fleet run's events name, some perhaps
+    dropped or excluded since). Without a `store`,
     cadence jobs count as never run and nobody has waited; `record` adds the checks to the
     store's health history."""
     now = now or datetime.now(UTC)
     listed: list[DiscoveredTable] = discover(catalog, include, exclude)
     tables = listed if names is None else select_tables(listed, names)
+    if changed is not None:
+        tables = [t for t in tables if t.name in changed]
     successes = last_successes(store) if store is not None else {}
     checks = check_tables(
         catalog,
@@ -64,7 +69,10 @@ def survey(
         now=now,
         cache=cache,
         threads=threads,
-        complete_listing=names is None and tuple(include) == ("*",) and not exclude,
+        complete_listing=names is None
+        and changed is None
+        and tuple(include) == ("*",)
+        and not exclude,
     )
     first = history.first_checked(store.engine, store.catalog_name) if store is not None else {}
     ranked = candidates(checks, last_maintained(successes), first, now)

@@ -19,30 +19,59 @@ for the lease in the triggerer (deferred, counted in neither limit), not in its 
 (`icefloe_airflow.lease_wait`).
 
 Hand triggers take a form: a namespace filter, a dry run (the chosen tables are mapped and
-every gate says no, with what it would have run), and the budget.
+every gate says no, with what it would have run), and the budget. With `schedule: asset` the
+fleet runs on its Asset (`icefloe_airflow.catalog_watch`): other engines' commits to its
+tables (seen by the triggerer's one poll loop for the catalog) and icefloe's ingest set it
+off, and a run so set off checks only the tables its events name.
 Nothing here calls the catalog: the file parses in milliseconds whatever the catalog holds.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
-from airflow.sdk import DAG, Param, get_current_context, task, task_group
+from airflow.sdk import (
+    DAG,
+    Asset,
+    AssetOrTimeSchedule,
+    CronTriggerTimetable,
+    Param,
+    get_current_context,
+    task,
+    task_group,
+)
 from airflow.sdk import TriggerRule as Rule
 
 from icefloe_airflow.fleet.config import FleetConfig, load_fleet_settings
 from icefloe_airflow.policy import JOB_ORDER
 
 
-def fleet_dag(fleet: FleetConfig) -> DAG:
-    """The DAG of one fleet."""
+def fleet_schedule(
+    fleet: FleetConfig, defaults: Mapping[str, Any]
+) -> str | list[Asset] | AssetOrTimeSchedule | None:
+    """The fleet's cron or preset, its watched Asset (`asset`), both, or None (by hand)."""
+    if not fleet.on_assets:
+        return fleet.clock
+    from icefloe_airflow.catalog_watch.assets import watched_fleet_asset  # noqa: PLC0415
+
+    assets = [watched_fleet_asset(fleet, defaults)]
+    if fleet.clock is None:
+        return assets
+    return AssetOrTimeSchedule(
+        timetable=CronTriggerTimetable(fleet.clock, timezone="UTC"), assets=assets
+    )
+
+
+def fleet_dag(fleet: FleetConfig, defaults: Mapping[str, Any] | None = None) -> DAG:
+    """The DAG of one fleet; `defaults`: the tables config's default policy keys."""
     from icefloe_airflow.fleet_dag import tasks  # noqa: PLC0415 - operators load with the DAG
 
     budget = fleet.budget
     with DAG(
         dag_id=fleet.dag_id,
         description=f"Maintain every table of the {fleet.iceberg_conn_id} catalog, worst first",
-        schedule=fleet.schedule,
+        schedule=fleet_schedule(fleet, defaults or {}),
         max_active_runs=1,
         max_active_tasks=budget.spark_apps,
         catchup=False,
@@ -72,7 +101,8 @@ def fleet_dag(fleet: FleetConfig) -> DAG:
 
         @task(task_id="plan")
         def plan() -> list[dict[str, Any]]:
-            return tasks.plan_fleet(fleet, get_current_context()["params"])
+            context = get_current_context()
+            return tasks.plan_fleet(fleet, context["params"], tasks.tables_set_off(context))
 
         @task_group(group_id="table")
         def maintain(  # one argument per job's options: a mapped argument takes no subscript
@@ -122,4 +152,5 @@ def fleet_dag(fleet: FleetConfig) -> DAG:
 
 def fleet_dags() -> list[DAG]:
     """One DAG per fleet of the tables config."""
-    return [fleet_dag(fleet) for fleet in load_fleet_settings().fleets]
+    settings = load_fleet_settings()
+    return [fleet_dag(fleet, settings.layers.defaults) for fleet in settings.fleets]

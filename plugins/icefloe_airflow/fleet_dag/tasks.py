@@ -40,9 +40,32 @@ def _globs(value: Any, default: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(s.strip() for s in items if s.strip()) or default
 
 
-def plan_fleet(fleet: FleetConfig, params: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """Check every table of the fleet's catalog and return the chosen tables' task-group
-    arguments, in rank order; none on a dry run (the plan is in the log)."""
+def tables_set_off(context: Mapping[str, Any]) -> list[str] | None:
+    """The tables named by the asset events that set the run off (a watcher's or an
+    ingest's), or None for a run they did not (by hand, on the clock): that one looks at
+    every table."""
+    from icefloe_airflow.catalog_watch.assets import changed_tables, commit_words  # noqa: PLC0415
+
+    by_asset = context.get("triggering_asset_events") or {}
+    events = [event for asset in by_asset for event in by_asset[asset]]
+    tables = changed_tables(events)
+    for event in events:
+        payload = (event.extra or {}).get("payload") or {}
+        snapshots = payload.get("snapshots") or []
+        log.info(
+            "set off by %s: %s",
+            payload.get("table") or (event.extra or {}).get("table"),
+            "; ".join(commit_words(s) for s in snapshots) or "an ingested batch",
+        )
+    return tables or None
+
+
+def plan_fleet(
+    fleet: FleetConfig, params: Mapping[str, Any], changed: list[str] | None = None
+) -> list[dict[str, Any]]:
+    """Check every table of the fleet's catalog (those in `changed` only, when the run's
+    events named them) and return the chosen tables' task-group arguments, in rank order;
+    none on a dry run (the plan is in the log)."""
     layers = load_fleet_settings().layers  # read at run time: policy edits apply at once
     budget = run_budget(fleet, params)
     hook = IcebergHook(fleet.iceberg_conn_id)
@@ -55,6 +78,7 @@ def plan_fleet(fleet: FleetConfig, params: Mapping[str, Any]) -> list[dict[str, 
             store=hook.state_store(),
             include=_globs(params.get("namespace"), fleet.include),
             exclude=fleet.exclude,
+            changed=None if changed is None else set(changed),
             cache=cache,
             record=True,
         )

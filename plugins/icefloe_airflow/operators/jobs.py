@@ -15,7 +15,7 @@ from airflow.sdk import Context
 
 from icecore.jobs import JobOptions
 from icecore.jobs.jobs import IngestOptions
-from icefloe_airflow.assets import INGEST_ALIAS, table_asset
+from icefloe_airflow.assets import INGEST_ALIAS, fleet_asset, table_asset
 from icefloe_airflow.hook import IcebergHook
 from icefloe_airflow.operators.base import IcefloeJobOperator, Refused
 
@@ -120,11 +120,12 @@ class IngestOperator(IcefloeJobOperator):
             raise Refused(f'"Source": {source} does not exist')
 
     def on_result(self, result: dict[str, Any], context: Context) -> None:
-        """Publish the table's asset event through the ingest alias."""
-        asset = table_asset(self.table, self.catalog_name)
+        """Publish the table's asset event, and its fleet's, through the ingest alias."""
         extra = {"table": self.table, **{k: v for k, v in result.items() if _is_json(v)}}
-        context["outlet_events"][INGEST_ALIAS].add(asset, extra=extra)
-        self.log.info("asset event for %s (%s)", asset.name, asset.uri)
+        assets = (table_asset(self.table, self.catalog_name), fleet_asset(self.iceberg_conn_id))
+        for asset in assets:
+            context["outlet_events"][INGEST_ALIAS].add(asset, extra=extra)
+            self.log.info("asset event for %s (%s)", asset.name, asset.uri)
 
 
 def _is_json(value: Any) -> bool:

@@ -45,12 +45,13 @@ from fastapi.staticfiles import StaticFiles
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 
 from icecore.jobs.grammar import describe_size
+from icefloe_airflow.catalog_watch.assets import commit_words
 from icefloe_airflow.job_dags import job_dag_id
 from icefloe_airflow.policy import JOB_ORDER
 from icefloe_airflow.results import brief, describe
 from icefloe_airflow.ui.fleet import DEFAULT_ORDER, PER_PAGE_CHOICES, SORT_LABELS, FleetHistory
 from icefloe_airflow.ui.fleet import parse_params as parse_fleet_params
-from icefloe_airflow.ui.status import Overview, StatusCache, describe_error
+from icefloe_airflow.ui.status import Overview, StatusCache, describe_error, set_off_of
 
 log = logging.getLogger(__name__)
 
@@ -107,6 +108,7 @@ def _environment() -> Environment:
     env.globals.update(
         JOB_ORDER=JOB_ORDER,
         describe=describe,
+        commit_words=commit_words,
         job_dag_id=job_dag_id,
         SORT_LABELS=SORT_LABELS,
         DEFAULT_ORDER=DEFAULT_ORDER,
@@ -153,18 +155,21 @@ def create_app(history: FleetHistory | None = None) -> FastAPI:
     def table_page(table: str, catalog: str | None = None, refresh: bool = False) -> HTMLResponse:
         overview = status.get(refresh=refresh)
         found = overview.find(table)
-        history, runs, problem = None, [], None
+        history, runs, problem, seen = None, [], None, found.last_seen if found else None
         try:
             history = fleet.table(table, catalog or (found.catalog_name if found else None))
             if found is None and history is not None:
                 runs = fleet.recent_runs(history.catalog, table)
+                seen = fleet.last_seen(history.catalog, table)
         except Exception as exc:
             log.warning("icefloe UI: cannot read %s's history: %s", table, exc, exc_info=True)
             problem = f"the table's health history cannot be read: {describe_error(exc)}"
         if found is None and history is None:
             context = {"overview": overview, "table": table, "problem": problem}
             return render("missing.html", 404, **context, root="../")
+        set_off = found.set_off if found else set_off_of(runs)
         context = {"overview": overview, "t": found, "history": history, "runs": runs}
+        context.update(last_seen=seen, causes=lambda r: set_off.get(f"{r.dag_id}/{r.run_id}", []))
         return render("table.html", **context, problem=problem, root="../")
 
     @app.get("/api/tables")

@@ -19,6 +19,7 @@ from urllib.parse import urlencode
 from sqlalchemy import Engine
 
 from icefloe_airflow import health_history as hh
+from icefloe_airflow.catalog_watch.state import TableChangeSeen, WatchStore
 from icefloe_airflow.state import MaintenanceStore
 from icefloe_airflow.state_db import configured_state_uri, create_state_engine
 
@@ -311,3 +312,7 @@ class FleetHistory:
 
     def recent_runs(self, catalog: str, table: str, limit: int = 20) -> list[Any]:
         return MaintenanceStore(self.engine, catalog).recent_runs(table, limit=limit)
+
+    def last_seen(self, catalog: str, table: str) -> TableChangeSeen | None:
+        """When a watcher last saw the table change (`icefloe_airflow.catalog_watch`)."""
+        return WatchStore(self.engine, catalog).last_seen(table)

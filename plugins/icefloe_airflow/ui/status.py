@@ -31,6 +31,7 @@ from typing import Any
 
 from icecore.catalog.directories import Overlap, catalog_directories, overlaps
 from icecore.health import HealthReport
+from icefloe_airflow.catalog_watch.state import TableChangeSeen, WatchStore
 from icefloe_airflow.fleet.config import PolicyLayers
 from icefloe_airflow.health_history import ensure_schema as ensure_history
 from icefloe_airflow.health_history import fleet_tables
@@ -48,6 +49,7 @@ from icefloe_airflow.policy import MaintenancePolicy
 from icefloe_airflow.state import MaintenanceRun, MaintenanceStore
 from icefloe_airflow.table_health import check_table, policy_layers, table_policy_of
 from icefloe_airflow.tables_config import TableConfig, default_config_path, load_tables_config
+from icefloe_airflow.ui.set_off import what_set_off
 
 log = logging.getLogger(__name__)
 
@@ -79,6 +81,14 @@ class TableStatus:
     recent_runs: list[MaintenanceRun] = field(default_factory=list)
     overlaps: list[Overlap] = field(default_factory=list)
     error: str | None = None
+    # What set off each recent run (its consumed asset events), by "dag_id/run_id", and when
+    # a watcher last saw the table change (`icefloe_airflow.catalog_watch`).
+    set_off: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    last_seen: TableChangeSeen | None = None
+
+    def causes(self, run: MaintenanceRun) -> list[dict[str, Any]]:
+        """What set off the DAG run `run` belongs to (none: by hand, on the clock)."""
+        return self.set_off.get(f"{run.dag_id}/{run.run_id}", [])
 
     @property
     def location_conflicts(self) -> list[Overlap]:
@@ -131,12 +141,17 @@ class TableStatus:
             "location_overlaps": [
                 {"other": o.other, "problem": o.problem, "detail": o.detail} for o in self.overlaps
             ],
+            "last_seen_changing": None
+            if self.last_seen is None
+            else {"at": self.last_seen.seen_at.isoformat(), "commit": self.last_seen.commit},
         }
         if detail:
             out["jobs"] = [{**d.to_dict(), "dag_id": job_dag_id(d.job)} for d in self.decisions]
             out["policy"] = self.policy.to_dict()
             out["report"] = None if self.report is None else self.report.to_dict()
-            out["recent_runs"] = [run.to_dict() for run in self.recent_runs]
+            out["recent_runs"] = [
+                {**run.to_dict(), "set_off_by": self.causes(run)} for run in self.recent_runs
+            ]
         return out
 
 
@@ -194,6 +209,8 @@ def _table_status(
         if store is not None:
             status.last_runs = store.last_runs(table)
             status.recent_runs = store.recent_runs(table, limit=RECENT_RUNS)
+            status.set_off = set_off_of(status.recent_runs)
+            status.last_seen = WatchStore(store.engine, store.catalog_name).last_seen(table)
         iceberg = hook.load_table(table)
         status.policy = table_policy_of(table, iceberg.metadata.properties, layers)
         if store is None:
@@ -207,6 +224,18 @@ def _table_status(
         log.warning("icefloe UI: cannot read %s: %s", table, exc, exc_info=True)
         status.error = describe_error(exc)
     return status
+
+
+def set_off_of(runs: list[MaintenanceRun]) -> dict[str, list[dict[str, Any]]]:
+    """What set off the DAG runs of `runs`, by "dag_id/run_id"; nothing when Airflow's
+    database cannot say."""
+    pairs = [(r.dag_id, r.run_id) for r in runs if r.dag_id and r.run_id]
+    try:
+        found = what_set_off(pairs)  # type: ignore[arg-type]
+    except Exception as exc:
+        log.warning("icefloe UI: cannot read what set the runs off: %s", exc)
+        return {}
+    return {f"{dag_id}/{run_id}": causes for (dag_id, run_id), causes in found.items()}
 
 
 def collect_overview() -> Overview:
