@@ -87,14 +87,12 @@ class TableConfig:
     def on_assets(self) -> bool:
         """Whether maintenance runs on the table's Asset events: its ingest's, and those of
         its watcher, which any engine's commits set off."""
-        parts = self.schedule if isinstance(self.schedule, tuple) else (self.schedule,)
-        return ASSET_SCHEDULE in parts
+        return runs_on_assets(self.schedule)
 
     @property
     def clock(self) -> str | None:
         """The cron expression or preset of the schedule, if it has one."""
-        parts = self.schedule if isinstance(self.schedule, tuple) else (self.schedule,)
-        return next((p for p in parts if p is not None and p != ASSET_SCHEDULE), None)
+        return schedule_clock(self.schedule)
 
     def job_options(self, job: str) -> dict[str, Any]:
         """The options for `job`: what the policy implies, overridden by explicit options."""
@@ -254,6 +252,18 @@ def parse_schedule(schedule: Any, source: str, where: str) -> str | tuple[str, s
         f"{source}: {where}: {schedule!r} is not a cron expression, a preset "
         f"({', '.join(sorted(PRESETS))}), {ASSET_SCHEDULE!r}, [{ASSET_SCHEDULE}, <cron>] or null"
     )
+
+
+def runs_on_assets(schedule: str | tuple[str, str] | None) -> bool:
+    """Whether a parsed schedule runs on Asset events (`asset`, alone or with a clock)."""
+    parts = schedule if isinstance(schedule, tuple) else (schedule,)
+    return ASSET_SCHEDULE in parts
+
+
+def schedule_clock(schedule: str | tuple[str, str] | None) -> str | None:
+    """The cron expression or preset of a parsed schedule, if it has one."""
+    parts = schedule if isinstance(schedule, tuple) else (schedule,)
+    return next((p for p in parts if p is not None and p != ASSET_SCHEDULE), None)
 
 
 def _is_clock(schedule: Any) -> bool:

@@ -43,7 +43,6 @@ import yaml
 from icecore.jobs.grammar import parse_size
 from icefloe_airflow.policy import MaintenancePolicy
 from icefloe_airflow.tables_config import (
-    ASSET_SCHEDULE,
     DEFAULT_MIN_INTERVAL,
     TablesConfigError,
     default_config_path,
@@ -51,6 +50,8 @@ from icefloe_airflow.tables_config import (
     parse_schedule,
     parse_tables_config,
     policy_sections,
+    runs_on_assets,
+    schedule_clock,
 )
 
 _FLEET_KEYS = frozenset(
@@ -128,14 +129,12 @@ class FleetConfig:
     @property
     def on_assets(self) -> bool:
         """Whether the fleet runs when its tables change (`schedule: asset`)."""
-        parts = self.schedule if isinstance(self.schedule, tuple) else (self.schedule,)
-        return ASSET_SCHEDULE in parts
+        return runs_on_assets(self.schedule)
 
     @property
     def clock(self) -> str | None:
         """The cron expression or preset of the schedule, if it has one."""
-        parts = self.schedule if isinstance(self.schedule, tuple) else (self.schedule,)
-        return next((p for p in parts if p is not None and p != ASSET_SCHEDULE), None)
+        return schedule_clock(self.schedule)
 
 
 @dataclass(frozen=True)
