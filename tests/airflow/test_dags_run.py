@@ -245,7 +245,10 @@ def test_self_optimizing_dag_heals_a_table_behind_a_rest_catalog(
     server.reset()
     dag = load_dag(DAGS / "icefloe_self_optimizing.py", optimize_dag_id(name))
     assert dag.max_active_runs == 1
-    assert dag.schedule == [table_asset(name, "iceberg_default")]
+    expected = table_asset(name, "iceberg_default")
+    [scheduled] = dag.schedule  # the table's Asset, watched for any engine's commits
+    assert (scheduled.name, scheduled.uri) == (expected.name, expected.uri)
+    assert [w.name for w in scheduled.watchers] == [f"icefloe-watch-{name}"]
 
     run = dag.test()
 
