@@ -18,7 +18,8 @@ swapped: visible to a poll) to the `start_date` (and `queued_at`) of the first f
 whose consumed asset events (`/dagRuns/{id}/upstreamAssetEvents`, their `extra.payload.
 snapshots`) name that commit's snapshot; also to the asset event's own `timestamp` (the
 triggerer's part). Reported: median, 95th percentile and max, each also as a ratio to the
-poll interval; the runs, the commits, and the load average.
+poll interval; the runs, the commits, and the load average. `--keep DIR` keeps the
+deployment's files and logs there, with each commit's times and run (`commits.json`).
 
     python bench/watch_delay_benchmark.py                                 # 10,000 tables, 6 min
     python bench/watch_delay_benchmark.py --tables 1000 --minutes 2       # quicker
@@ -34,6 +35,7 @@ import json
 import math
 import os
 import random
+import shutil
 import statistics
 import subprocess
 import sys
@@ -42,7 +44,7 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -260,8 +262,11 @@ def summary(delays_s: list[float]) -> dict[str, float]:
     }
 
 
-def report(server: AirflowServer, commits: list[Commit]) -> dict[str, Any]:
+def report(server: AirflowServer, commits: list[Commit], keep: Path) -> dict[str, Any]:
+    """The figures; each commit's own (table, times, its run) in `keep`/commits.json."""
     seen = first_sightings(server)
+    rows = [{**asdict(c), **seen.get(c.snapshot_id, {})} for c in commits]
+    (keep / "commits.json").write_text(json.dumps(rows, indent=0))
     run_ids = {seen[c.snapshot_id]["run"] for c in commits if c.snapshot_id in seen}
     runs = [r for r in fleet_runs(server) if r["dag_run_id"] in run_ids]
     out: dict[str, Any] = {
@@ -349,8 +354,10 @@ def main() -> None:
                     writer.join()
                 out["load_during_1min"] = [round(load[0], 2) for load in loads]
                 out["writer_behind_its_pace"] = writer.behind
-                out.update(report(server, commits))
+                out.update(report(server, commits, tmp))
     out["load_end"] = os.getloadavg()
+    if not args.keep:
+        shutil.rmtree(tmp)
     print(json.dumps(out))
 
 
