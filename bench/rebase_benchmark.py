@@ -71,9 +71,9 @@ from icecore.data.live_batches import DataRef, DeleteRef, LiveBatches  # noqa: E
 from icecore.jobs.jobs import RewriteDataFilesOptions  # noqa: E402
 from icecore.spec.manifest import DataFile  # noqa: E402
 from icecore.table import Table  # noqa: E402
-from spark_jobs.common.session import configure  # noqa: E402
 from spark_jobs.rewrite_data_files import run as rewrite_data_files  # noqa: E402
 from tests.support.java_writer.venv import iceberg_java_jars, iceberg_java_python  # noqa: E402
+from tests.support.spark import local_session  # noqa: E402
 
 TABLES = {2: "bench.pos_ours", 3: "bench.pos_java"}  # the twin's two copies; the second -> v3
 
@@ -216,24 +216,6 @@ def compact(
     )
 
 
-def local_spark() -> SparkSession:
-    """The tests' session (`tests/support/spark.py`): local[2], no UI, two partitions."""
-    os.environ["PYSPARK_PYTHON"] = os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    session = (
-        SparkSession.builder.master("local[2]")
-        .appName("rebase-benchmark")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.default.parallelism", "2")
-        .config("spark.driver.memory", "2g")
-        .getOrCreate()
-    )
-    session.sparkContext.setLogLevel("ERROR")
-    configure(session)
-    return session
-
-
 def job_part(args: argparse.Namespace) -> dict[str, Any]:
     workdir = Path(args.workdir or tempfile.mkdtemp(prefix="rebase-bench-"))
     workdir.mkdir(parents=True, exist_ok=True)
@@ -262,7 +244,7 @@ def job_part(args: argparse.Namespace) -> dict[str, Any]:
         copy_catalog(built, path)
         return SqlCatalog("lake", f"sqlite:///{path}"), f"sqlite:///{path}"
 
-    spark = local_spark()
+    spark = local_session("rebase-benchmark")
     versions = [int(v) for v in args.versions.split(",")]
     for version in versions:
         name = TABLES[version]

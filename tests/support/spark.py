@@ -57,13 +57,14 @@ def spark_conf_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return directory
 
 
-@pytest.fixture(scope="session")
-def spark() -> Iterator[SparkSession]:
+def local_session(app_name: str) -> SparkSession:
+    """The tests' local Spark (also the benchmarks' that run jobs in process): local[2], no
+    UI, two partitions, this interpreter for the Python workers."""
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
     session = (
         SparkSession.builder.master("local[2]")
-        .appName("icefloe-tests")
+        .appName(app_name)
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.shuffle.partitions", "2")
@@ -74,6 +75,12 @@ def spark() -> Iterator[SparkSession]:
         .getOrCreate()
     )
     session.sparkContext.setLogLevel("ERROR")
+    return session
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[SparkSession]:
+    session = local_session("icefloe-tests")
     # py4j logs at INFO from __del__ at interpreter exit, after pytest has closed the stream
     # Airflow's logging config handed the root logger: a "Logging error" traceback, not a bug.
     logging.getLogger("py4j").setLevel(logging.WARNING)
