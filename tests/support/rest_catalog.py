@@ -35,6 +35,9 @@ import pytest
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
+from icecore.catalog import load_catalog
+from icecore.catalog.rest import RestCatalog
+
 from .catalogs import POSTGRES_URI, postgres_unavailable
 from .rest_server import ServerProcess, server_classpath, start_server
 
@@ -275,3 +278,21 @@ def rest_catalog_server_fixture(
     an import.)"""
     with start_rest_catalog_server(tmp_path_factory.mktemp("rest_catalog")) as server:
         yield server
+
+
+@pytest.fixture(name="server")
+def reset_server_fixture(rest_catalog_server: RestCatalogServer) -> Iterator[RestCatalogServer]:
+    """The session's REST server, reset before and after the test (which also clears a fault
+    a failed test left armed)."""
+    rest_catalog_server.reset()
+    yield rest_catalog_server
+    rest_catalog_server.reset()
+
+
+@pytest.fixture(name="catalog")
+def rest_catalog_fixture(server: RestCatalogServer) -> Iterator[RestCatalog]:
+    """icecore's REST catalog `lake` on the reset server."""
+    catalog = load_catalog("lake", server.properties())
+    assert isinstance(catalog, RestCatalog)
+    yield catalog
+    catalog.close()

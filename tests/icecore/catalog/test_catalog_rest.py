@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pyarrow as pa
@@ -29,22 +28,11 @@ from icecore.errors import (
 )
 from icecore.table import Table
 from tests.support.committing import BY_CAT, SCHEMA, CatalogTable, rows
-from tests.support.rest_catalog import RestCatalogServer
-
-
-@pytest.fixture
-def server(rest_catalog_server: RestCatalogServer) -> Iterator[RestCatalogServer]:
-    rest_catalog_server.reset()
-    yield rest_catalog_server
-    rest_catalog_server.reset()  # also clears a fault a failed test left armed
-
-
-@pytest.fixture
-def catalog(server: RestCatalogServer) -> Iterator[RestCatalog]:
-    catalog = load_catalog("lake", server.properties())
-    assert isinstance(catalog, RestCatalog)
-    yield catalog
-    catalog.close()
+from tests.support.rest_catalog import (  # noqa: F401 - provide the `server` and `catalog` fixtures
+    RestCatalogServer,
+    reset_server_fixture,
+    rest_catalog_fixture,
+)
 
 
 @pytest.fixture

@@ -9,34 +9,21 @@ costs a body-less 304 and only the changed one is sent again.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
 
 import pyarrow as pa
 import pytest
 from pyiceberg.catalog import Catalog as PyIcebergCatalog
 from pyiceberg.catalog import load_catalog as pyiceberg_catalog
 
-from icecore.catalog import load_catalog
 from icecore.catalog.rest import RestCatalog
 from icecore.changes import CatalogWatch
-from tests.support.rest_catalog import RestCatalogServer
+from tests.support.rest_catalog import (  # noqa: F401 - provide the `server` and `catalog` fixtures
+    RestCatalogServer,
+    reset_server_fixture,
+    rest_catalog_fixture,
+)
 
 ARROW = pa.schema([("id", pa.int64())])
-
-
-@pytest.fixture
-def server(rest_catalog_server: RestCatalogServer) -> Iterator[RestCatalogServer]:
-    rest_catalog_server.reset()
-    yield rest_catalog_server
-    rest_catalog_server.reset()
-
-
-@pytest.fixture
-def catalog(server: RestCatalogServer) -> Iterator[RestCatalog]:
-    catalog = load_catalog("lake", server.properties())
-    assert isinstance(catalog, RestCatalog)
-    yield catalog
-    catalog.close()
 
 
 @pytest.fixture
