@@ -1,9 +1,9 @@
-"""Tables with position and equality deletes built by the ingestion job (CDC batches), a
-model of their rows, the readers that must agree (for the delete-file job tests), and for
-tests that commit many batches or race a job: `commit_cdc`, the same batch laid out as the
-ingestion job lays it out but written with pyarrow and committed as an icecore row delta
-(no Spark, so fast enough to run concurrently with a job), and `before_swap`, the seam the
-race tests commit through."""
+"""Tables with position and equality deletes made of CDC batches, a model of their rows, and
+the readers that must agree (for the delete-file job tests). A batch is committed by the
+ingestion job where its keys may be null, else by `commit_cdc`: the same batch laid out as the
+ingestion job lays it out but written with pyarrow and committed as an icecore row delta (no
+Spark: fast enough to build every table of those tests, and to commit concurrently with a
+job); `before_swap` is the seam the race tests commit through."""
 
 from __future__ import annotations
 
@@ -64,14 +64,25 @@ def build(
     size: int = 30,
     respec: str | None = None,
 ) -> random.Random:
-    """CDC batches; with `respec` ("ts:day"), half of them after adding that partition field."""
+    """CDC batches; with `respec` ("ts:day"), half of them after adding that partition field.
+
+    Unpartitioned, keys may be null and the ingestion job commits each batch. Partitioned,
+    keys are never null and `commit_cdc` lays each batch out as the job does, without Spark:
+    a fiftieth of the time, which the delete-file jobs' tests spend on their subject instead
+    (the ingestion job's own tables are test_ingest_*'s)."""
     rnd = random.Random(seed)
     null_keys = partition_by is None
+    if not null_keys and not catalog.table_exists(TABLE):  # as the job's `create` does
+        create(catalog, partition_by)
     for b in range(batches):
         if respec and b == batches // 2:
             column, transform = respec.split(":")
             catalog.load_table(TABLE).update_spec().add_field(column, transform).commit()
-        cdc(spark, catalog, batch(rnd, b, size, null_keys), partition_by=partition_by)
+        rows = batch(rnd, b, size, null_keys)
+        if null_keys:
+            cdc(spark, catalog, rows, partition_by=partition_by)
+        else:
+            commit_cdc(catalog.load_table(TABLE), rows)
     return rnd
 
 
