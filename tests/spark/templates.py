@@ -16,9 +16,9 @@ times kept) before its own catalog opens. What a test does to the table is gone 
     def test_x(spark, catalog): ...   # `catalog` opens the built warehouse
 
 A test that does not parametrize `warehouse` gets its own empty one, as before
-(`tmp_path / "warehouse"`). Only for tables a test's jobs finish with: a process that could
-still write after its test ended (a killed Connect client's tasks on the server) would write
-into the next test's copy.
+(`tmp_path / "warehouse"`). Nothing may write into the warehouse once its test has ended (it
+would write into the next test's copy): a test that kills a Connect client waits until the
+server's tasks have stopped writing (test_killed_jobs).
 """
 
 from __future__ import annotations
