@@ -23,6 +23,7 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 from pyspark.sql import SparkSession
 
 from icecore.catalog import SqlCatalog
@@ -32,6 +33,7 @@ from icecore.spec.manifest import FileContent
 from icecore.table import Table
 from spark_jobs.ingest import run as ingest
 from tests.spark.delete_tables import TABLE, build, live, rows
+from tests.spark.templates import Built, built_warehouse  # noqa: F401 - `warehouse`
 from tests.support.duckdb import duck_connection  # noqa: F401 - provides the `duck` fixture
 from tests.support.objectstores import S3_SECRET_KEY, ObjectStore, free_port
 from tests.support.reader import scan_rows
@@ -86,15 +88,24 @@ def test_tasks_import_the_project_only_because_the_job_shipped_it(
     assert lines[-1] == "after: 2"
 
 
+def _two_batches(spark: SparkSession, catalog: SqlCatalog) -> None:
+    build(spark, catalog, 2, None, seed=3)
+
+
+# Two CDC batches of the ingestion job, for a compaction: built once for the two tests that
+# compact it over Connect (tests/spark/templates.py).
+TWO_BATCHES = Built("connect-jobs-two-batches", _two_batches)
+
+
+@pytest.mark.parametrize("warehouse", [TWO_BATCHES], ids=["built"], indirect=True)
 def test_command_line_contract_over_connect(
-    spark: SparkSession, catalog: SqlCatalog, warehouse: Path, spark_connect: SparkConnectServer
+    catalog: SqlCatalog, warehouse: Path, spark_connect: SparkConnectServer, tmp_path: Path
 ) -> None:
     """`--remote` as well as the variable; the result file, the job's log lines on stderr,
     a bad `--remote` refused (exit 2) before anything runs, a failure's one-line cause last,
     and a server nobody listens on named at once."""
-    build(spark, catalog, 2, None, seed=3)
     before = rows(catalog.load_table(TABLE), None)
-    workdir = warehouse.parent
+    workdir = tmp_path
     result_file = workdir / "result.json"
     command, env = spark_connect.job_command(
         "rewrite_data_files",
@@ -233,15 +244,15 @@ def test_json_on_an_object_store_spark_cannot_read(
         catalog.close()
 
 
+@pytest.mark.parametrize("warehouse", [TWO_BATCHES], ids=["built"], indirect=True)
 def test_make_spark_connect_serves_a_job_as_the_readme_says(
-    spark: SparkSession, catalog: SqlCatalog, warehouse: Path
+    catalog: SqlCatalog, warehouse: Path, tmp_path: Path
 ) -> None:
     """`make spark-connect SPARK_CONNECT_PORT=...` in the foreground, then the README's
     `SPARK_REMOTE=sc://localhost:PORT .venv/bin/python -m spark_jobs ...` from a shell."""
-    build(spark, catalog, 2, None, seed=5)
     expected = rows(catalog.load_table(TABLE), None)
     port = free_port()
-    log = warehouse.parent / "make-spark-connect.log"
+    log = tmp_path / "make-spark-connect.log"
     with open(log, "wb") as out:
         make = subprocess.Popen(
             ["make", "spark-connect", f"SPARK_CONNECT_PORT={port}"], cwd=ROOT,

@@ -38,6 +38,7 @@ from spark_jobs.common.cli import main
 from spark_jobs.expire_snapshots import run as expire
 from spark_jobs.ingest import run as ingest
 from spark_jobs.remove_orphan_files import run as remove_orphans
+from tests.spark.templates import Built, built_warehouse  # noqa: F401 - `warehouse`
 from tests.support.catalogs import append_rows
 from tests.support.duckdb import duck_connection  # noqa: F401 - provides the `duck` fixture
 from tests.support.reader import scan_rows
@@ -127,15 +128,20 @@ def reached_by(table: Table, snapshot_ids: list[int]) -> set[str]:
     return reached
 
 
+@pytest.mark.parametrize(
+    "warehouse", [Built("expire-snapshots-history", build_history)], ids=["built"], indirect=True
+)
 def test_expiry_keeps_retained_snapshots_readable_and_deletes_only_unreachable_files(
     spark: SparkSession,
     catalog: SqlCatalog,
     duck: duckdb.DuckDBPyConnection,
     job_runner: JobRun,
 ) -> None:
-    """Run on the local session and over Spark Connect (`job_runner`)."""
-    history = build_history(spark, catalog)
+    """Run on the local session and over Spark Connect (`job_runner`), each on a copy of one
+    `build_history` (tests/spark/templates.py)."""
     table = catalog.load_table(NAME)
+    history = [s.snapshot_id for s in table.metadata.snapshots]
+    assert len(history) == 5
     assert len(table.metadata.partition_specs) == 2  # data by bucket(v), deletes unpartitioned
     before_rows = {s: rows_at(table, s, duck) for s in history}
     before_files = files_on_disk(table)

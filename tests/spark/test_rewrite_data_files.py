@@ -47,6 +47,7 @@ from tests.spark.delete_tables import (
     live,
     rows,
 )
+from tests.spark.templates import Built, built_warehouse  # noqa: F401 - `warehouse`
 from tests.support.batches import Model
 from tests.support.duckdb import duck_connection  # noqa: F401 - provides the `duck` fixture
 from tests.support.reader import scan_rows
@@ -73,13 +74,17 @@ def _build(
     return rnd, model.counter()
 
 
+@pytest.mark.parametrize("job_runner", ["classic"], indirect=True)
 def test_unpartitioned_compaction_applies_every_delete(
     spark: SparkSession,
     catalog: SqlCatalog,
     duck: duckdb.DuckDBPyConnection,
     job_runner: JobRun,
 ) -> None:
-    """Bin-packed in the tasks, on the local session and over Spark Connect."""
+    """Bin-packed in the tasks, on the local session. Over Spark Connect the bin-packing
+    tasks run in test_two_specs_rewritten_into_the_current_one (the groups already in the
+    current spec) and test_the_command_line_as_a_client (an unpartitioned table with
+    position and equality deletes)."""
     _, model = _build(spark, catalog, 3, None, seed=3, null_keys=True)
     table = catalog.load_table(TABLE)
     before = rows(table, None)
@@ -111,6 +116,17 @@ def test_unpartitioned_compaction_applies_every_delete(
     assert snapshot is not None and snapshot.sequence_number == start.sequence_number + 1
 
 
+def _two_specs(spark: SparkSession, catalog: SqlCatalog) -> None:
+    """bucket(id) with partition-scoped equality deletes, then day(ts) added and a third
+    batch, whose deletes are global (the key no longer determines the partition)."""
+    rnd, _ = _build(spark, catalog, 2, "bucket(2, id)", seed=5)
+    catalog.load_table(TABLE).update_spec().add_field("ts", "day").commit()
+    cdc(spark, catalog, batch(rnd, 2, 40, null_keys=False))
+
+
+@pytest.mark.parametrize(
+    "warehouse", [Built("rewrite-data-files-two-specs", _two_specs)], ids=["built"], indirect=True
+)
 def test_two_specs_rewritten_into_the_current_one(
     spark: SparkSession,
     catalog: SqlCatalog,
@@ -119,11 +135,8 @@ def test_two_specs_rewritten_into_the_current_one(
 ) -> None:
     """bucket(id) with partition-scoped equality deletes, then day(ts) added: later deletes
     are global (the key no longer determines the partition). Rewritten through Spark's
-    shuffles (bucket partition values, then a sort), on the local session and over Connect."""
-    rnd, _ = _build(spark, catalog, 2, "bucket(2, id)", seed=5)
-    table = catalog.load_table(TABLE)
-    table.update_spec().add_field("ts", "day").commit()
-    cdc(spark, catalog, batch(rnd, 2, 40, null_keys=False))
+    shuffles (bucket partition values, then a sort), on the local session and over Connect,
+    each on a copy of one build (tests/spark/templates.py)."""
     table = catalog.load_table(TABLE)
     before = rows(table, None)  # DuckDB: null partition values, see delete_tables
     files = live(table)

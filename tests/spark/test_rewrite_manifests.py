@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
+import pytest
 from pyiceberg.table import StaticTable
 from pyspark.sql import SparkSession
 
@@ -34,6 +35,7 @@ from tests.spark.manifest_tables import (
     planned,
     rewrite,
 )
+from tests.spark.templates import Built, built_warehouse  # noqa: F401 - `warehouse`
 from tests.support.batches import Model
 from tests.support.committing import agreed_rows
 from tests.support.duckdb import duck_connection  # noqa: F401 - provides the `duck` fixture
@@ -125,19 +127,27 @@ def test_a_cdc_table_reads_the_model_in_iceberg_java_and_duckdb(
     assert numbers(after) == numbers(before)
 
 
-def test_two_partition_specs_rewritten_by_spark_tasks(
-    spark: SparkSession,
-    catalog: SqlCatalog,
-    duck: duckdb.DuckDBPyConnection,
-    job_runner: JobRun,
-) -> None:
-    """On the local session and over Spark Connect (`job_runner`)."""
+def _two_specs(_: SparkSession, catalog: SqlCatalog) -> None:
+    """200 appends (every fifth with deletes), the second hundred after a spec change."""
     catalog.create_namespace("db")
     t = CatalogTable.create(catalog, "events", properties=MERGE_OFF)
     appends(t, 100, deletes_every=5)
     t.table.update_spec().add_field("id", "bucket[4]", "id_bucket").commit()
     appends(t, 100, start=100, deletes_every=5)
     t.table.update_properties().set(TARGET, "6000").commit()  # a few dozen entries each
+
+
+@pytest.mark.parametrize(
+    "warehouse", [Built("rewrite-manifests-two-specs", _two_specs)], ids=["built"], indirect=True
+)
+def test_two_partition_specs_rewritten_by_spark_tasks(
+    spark: SparkSession,
+    catalog: SqlCatalog,
+    duck: duckdb.DuckDBPyConnection,
+    job_runner: JobRun,
+) -> None:
+    """On the local session and over Spark Connect (`job_runner`), each on a copy of one
+    build (tests/spark/templates.py)."""
     before = catalog.load_table("db.events")
     expected_rows = agreed_rows(before, duck)
     expected_plan, expected_numbers = planned(before), numbers(before)

@@ -35,15 +35,44 @@ from tests.spark.delete_tables import (
     live,
     rows,
 )
+from tests.spark.templates import Built, built_warehouse  # noqa: F401 - `warehouse`
 from tests.support.duckdb import duck_connection  # noqa: F401 - provides the `duck` fixture
 from tests.support.reader import scan_rows
 from tests.support.spark_connect import JobRun
 
+_UNPARTITIONED = (None, None, True)
+_TWO_SPECS = ("bucket(2, id)", "ts:day", False)
+
+
+def _built(name: str, shape: tuple[str | None, str | None, bool]) -> Built:
+    """Three CDC batches of the ingestion job in `shape`, built once per session."""
+    partition_by, respec, _ = shape
+
+    def make(spark: SparkSession, catalog: SqlCatalog) -> None:
+        build(spark, catalog, 3, partition_by, seed=9, respec=respec, size=24)
+
+    return Built(f"rewrite-position-deletes-{name}", make)
+
+
+_TWO_SPECS_TABLE = _built("two-specs", _TWO_SPECS)
+
 
 @pytest.mark.parametrize(
-    "shape",
-    [(None, None, True), ("bucket(2, id)", "ts:day", False)],
-    ids=["unpartitioned", "two-specs"],
+    ("warehouse", "shape", "job_runner"),
+    [
+        pytest.param(
+            _built("unpartitioned", _UNPARTITIONED),
+            _UNPARTITIONED,
+            "classic",
+            id="classic-unpartitioned",
+        ),
+        pytest.param(_TWO_SPECS_TABLE, _TWO_SPECS, "classic", id="classic-two-specs"),
+        # Over Spark Connect the partitioned table with two specs, whose deletes the server's
+        # tasks read and write per partition of each spec; the unpartitioned table takes the
+        # same path with one group.
+        pytest.param(_TWO_SPECS_TABLE, _TWO_SPECS, "connect", id="connect-two-specs"),
+    ],
+    indirect=["warehouse", "job_runner"],
 )
 def test_merges_drops_dangling_and_keeps_rows(
     spark: SparkSession,
@@ -53,11 +82,12 @@ def test_merges_drops_dangling_and_keeps_rows(
     shape: tuple[str | None, str | None, bool],
 ) -> None:
     """`shape`: the partitioning, a spec change, and whether, in the table these batches
-    build, a position delete file naming the data file dropped below names other data files
-    too (it then stays, dangling for that file's rows); else every delete naming it is scoped
-    to it and goes with it. Run on the local session and over Spark Connect (`job_runner`)."""
-    partition_by, respec, shared_delete = shape
-    build(spark, catalog, 3, partition_by, seed=9, respec=respec, size=24)
+    build (`warehouse`: a copy of one build per shape, tests/spark/templates.py), a position
+    delete file naming the data file dropped below names other data files too (it then stays,
+    dangling for that file's rows); else every delete naming it is scoped to it and goes with
+    it. Run on the local session (both shapes) and over Spark Connect (`job_runner`; the
+    two-specs shape)."""
+    _, respec, shared_delete = shape
     table = catalog.load_table(TABLE)
     before = live(table)
     positions = before[FileContent.POSITION_DELETES]
