@@ -72,18 +72,29 @@ def build(
     (the ingestion job's own tables are test_ingest_*'s)."""
     rnd = random.Random(seed)
     null_keys = partition_by is None
-    if not null_keys and not catalog.table_exists(TABLE):  # as the job's `create` does
-        create(catalog, partition_by)
     for b in range(batches):
         if respec and b == batches // 2:
             column, transform = respec.split(":")
             catalog.load_table(TABLE).update_spec().add_field(column, transform).commit()
-        rows = batch(rnd, b, size, null_keys)
-        if null_keys:
-            cdc(spark, catalog, rows, partition_by=partition_by)
-        else:
-            commit_cdc(catalog.load_table(TABLE), rows)
+        commit_batch(spark, catalog, batch(rnd, b, size, null_keys), partition_by, null_keys)
     return rnd
+
+
+def commit_batch(
+    spark: SparkSession,
+    catalog: SqlCatalog,
+    rows: list[tuple[Any, ...]],
+    partition_by: str | None,
+    null_keys: bool,
+) -> None:
+    """One CDC batch into TABLE, created at the first: by the ingestion job where keys may be
+    null, else by `commit_cdc`."""
+    if null_keys:
+        cdc(spark, catalog, rows, partition_by=partition_by)
+        return
+    if not catalog.table_exists(TABLE):  # as the job's `create` does
+        create(catalog, partition_by)
+    commit_cdc(catalog.load_table(TABLE), rows)
 
 
 def create(

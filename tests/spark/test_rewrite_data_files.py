@@ -43,6 +43,7 @@ from tests.spark.delete_tables import (
     assert_under_partition_paths,
     batch,
     cdc,
+    commit_batch,
     create,
     live,
     rows,
@@ -64,12 +65,13 @@ def _build(
     seed: int,
     null_keys: bool = False,
 ) -> tuple[random.Random, Counter[tuple[Any, ...]]]:
-    """CDC batches through the ingestion job; the rows they leave by the CDC model."""
+    """CDC batches (through the ingestion job where keys may be null, delete_tables.build
+    says why); the rows they leave by the CDC model."""
     rnd = random.Random(seed)
     model = Model()
     for b in range(batches):
         changes = batch(rnd, b, 40, null_keys)
-        cdc(spark, catalog, changes, partition_by=partition_by)
+        commit_batch(spark, catalog, changes, partition_by, null_keys)
         model.apply("cdc", changes)
     return rnd, model.counter()
 
@@ -121,7 +123,7 @@ def _two_specs(spark: SparkSession, catalog: SqlCatalog) -> None:
     batch, whose deletes are global (the key no longer determines the partition)."""
     rnd, _ = _build(spark, catalog, 2, "bucket(2, id)", seed=5)
     catalog.load_table(TABLE).update_spec().add_field("ts", "day").commit()
-    cdc(spark, catalog, batch(rnd, 2, 40, null_keys=False))
+    commit_batch(spark, catalog, batch(rnd, 2, 40, null_keys=False), None, null_keys=False)
 
 
 @pytest.mark.parametrize(
