@@ -18,7 +18,6 @@ import os
 import time
 import uuid
 from pathlib import Path
-from typing import Any
 
 import pytest
 from icefloe_airflow.assets import fleet_asset, table_asset
@@ -103,13 +102,6 @@ def test_ingest_dag_refuses_a_conf_without_source(
     ti = next(iter(run.get_task_instances()))
     assert ti.try_number == 1  # a refusal is final: no retries
     assert not catalog.table_exists("db.ingested")
-
-
-def _optimize_dag(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, yaml: str) -> Any:
-    config = tmp_path / "tables.yaml"
-    config.write_text(yaml)
-    monkeypatch.setenv("ICEFLOE_TABLES_CONFIG", str(config))
-    return load_dag(DAGS / "icefloe_self_optimizing.py", optimize_dag_id(TABLE))
 
 
 @pytest.mark.usefixtures("jobs_on_connect")
