@@ -229,72 +229,56 @@ def test_typed_values_reach_the_job_and_the_run_names_its_table(stack: Stack) ->
     stack.page.screenshot(path=str(artifacts_dir() / "trigger-run-page.png"))
 
 
-# Wrong values typed into the forms: the DAG, what is typed, the words the task log must hold.
-REFUSALS: list[tuple[str, dict[str, Any], str]] = [
-    (
-        "icefloe_rewrite_data_files",
-        {"table": "events"},
-        "\"Table\": expected NAMESPACE.NAME such as db.events, got 'events'",
-    ),
-    (
-        "icefloe_expire_snapshots",
-        {"table": "db.events", "older_than": "7 days"},
-        '"Older than": expected an age such as 3d or 12h, or an ISO timestamp',
-    ),
-    (
-        "icefloe_rewrite_position_deletes",
-        {"table": "db.events", "target_file_size_bytes": "64"},
-        '"Target file size": files under 1MB',
-    ),
-    (
-        "icefloe_convert_equality_deletes",
-        {"table": "db.nope"},
-        "table db.nope does not exist in catalog 'default'",
-    ),
-    (
-        "icefloe_ingest",
-        {"table": "db.events", "source": "/nowhere/batch.parquet"},
-        '"Source": /nowhere/batch.parquet does not exist',
-    ),
-    (
-        "icefloe_remove_orphan_files",
-        {"table": "db.events", "older_than": "12h"},
-        '"Older than": 12h is later than 1d ago',
-    ),
-]
-
-
-def test_wrong_values_are_refused_in_words_before_spark(stack: Stack) -> None:
-    """Each wrong value of REFUSALS typed into its DAG's form and triggered, all six runs side
-    by side (one DAG each), then each checked; a failure names its DAG."""
-    run_ids = {
-        dag_id: trigger_with_form(
-            stack, dag_id, fields, dag_id.removeprefix("icefloe_") + "-refused"
-        )
-        for dag_id, fields, _ in REFUSALS
-    }
-    failures = []
-    for dag_id, _, message in REFUSALS:
-        try:
-            refused_in_words(stack.server, dag_id, run_ids[dag_id], message)
-        except AssertionError as failure:
-            failures.append(f"{dag_id}: {failure}")
-    assert not failures, "\n\n".join(failures)
-    tables = stack.server.get("/icefloe/api/tables", params={"refresh": "true"}).json()
-    assert "db.nope" not in [t["table"] for t in tables["tables"]]  # no trace on the page
-
-
-def refused_in_words(server: AirflowServer, dag_id: str, run_id: str, message: str) -> None:
-    """The run failed, its task's log holds `message`, no Spark started, and the refusal came
-    within 2 s of the operator's first line."""
-    run = server.wait_for_dag_run(dag_id, run_id, timeout=300)
+@pytest.mark.parametrize(
+    ("dag_id", "fields", "message"),
+    [
+        (
+            "icefloe_rewrite_data_files",
+            {"table": "events"},
+            "\"Table\": expected NAMESPACE.NAME such as db.events, got 'events'",
+        ),
+        (
+            "icefloe_expire_snapshots",
+            {"table": "db.events", "older_than": "7 days"},
+            '"Older than": expected an age such as 3d or 12h, or an ISO timestamp',
+        ),
+        (
+            "icefloe_rewrite_position_deletes",
+            {"table": "db.events", "target_file_size_bytes": "64"},
+            '"Target file size": files under 1MB',
+        ),
+        (
+            "icefloe_convert_equality_deletes",
+            {"table": "db.nope"},
+            "table db.nope does not exist in catalog 'default'",
+        ),
+        (
+            "icefloe_ingest",
+            {"table": "db.events", "source": "/nowhere/batch.parquet"},
+            '"Source": /nowhere/batch.parquet does not exist',
+        ),
+        (
+            "icefloe_remove_orphan_files",
+            {"table": "db.events", "older_than": "12h"},
+            '"Older than": 12h is later than 1d ago',
+        ),
+    ],
+    ids=lambda v: v if isinstance(v, str) and v.startswith("icefloe") else "",
+)
+def test_wrong_values_are_refused_in_words_before_spark(
+    stack: Stack, dag_id: str, fields: dict[str, Any], message: str
+) -> None:
+    shot = dag_id.removeprefix("icefloe_") + "-refused"
+    run_id = trigger_with_form(stack, dag_id, fields, shot)
+    run = stack.server.wait_for_dag_run(dag_id, run_id, timeout=300)
     task_id = dag_id.removeprefix("icefloe_")
-    log = server.task_log(dag_id, run_id, task_id)
-    assert run["state"] == "failed", run["state"]
+    log = stack.server.task_log(dag_id, run_id, task_id)
+    assert run["state"] == "failed"
     assert message in log, log[-3000:]
     assert "spark-submit" not in log and "SparkContext" not in log  # no Spark started
-    seconds = refusal_seconds(server, dag_id, run_id, task_id)
-    assert seconds < 2, f"refused {seconds:.2f} s after the operator's first line"
+    assert refusal_seconds(stack.server, dag_id, run_id, task_id) < 2
+    tables = stack.server.get("/icefloe/api/tables", params={"refresh": "true"}).json()
+    assert "db.nope" not in [t["table"] for t in tables["tables"]]  # no trace on the page
 
 
 @pytest.mark.spark_submit
