@@ -128,7 +128,7 @@ def settle(
             break
         if time.monotonic() > deadline:
             raise TimeoutError(f"runs: {runs}")
-        time.sleep(1.0)
+        time.sleep(2.0)  # a look is a GET per DAG and per run, 10-20 ms of the api-server's CPU
     time.sleep(QUIET)
     for dag_id, before in runs.items():
         after = dag_runs(server, dag_id)

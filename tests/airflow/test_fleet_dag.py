@@ -65,25 +65,6 @@ def expected_order(truth: FleetTruth, *extra: str) -> list[str]:
     return sorted(due, key=lambda t: (-truth.benefit[t], t))
 
 
-def test_dry_run_maps_the_due_tables_in_benefit_order_within_the_budget(
-    fleet: FleetTruth, run_dag: Callable[..., Any]
-) -> None:
-    run = run_dag(_fleet_dag(), run_conf={"dry_run": True})
-
-    planned = _planned(run)
-    assert [p["table"] for p in planned] == expected_order(fleet)[:MAX_TABLES]
-    for p in planned:
-        assert p["health"]["due"] == []  # a dry run: every gate says no ...
-        reasons = [s["reason"] for s in p["health"]["skipped"]]
-        due = [s["job"] for s in p["health"]["skipped"] if s["reason"].startswith("dry run")]
-        assert due == fleet.due[p["table"]], reasons  # ... and says what it would run
-    states = _states(run)
-    assert states.pop(("plan", -1)) == "success"
-    assert {task for task, _ in states} == {f"table.{job}" for job in JOB_ORDER}
-    assert {index for _, index in states} == set(range(MAX_TABLES))
-    assert set(states.values()) == {"skipped"}
-
-
 def test_a_new_table_is_picked_and_a_disabled_one_never_runs(
     fleet: FleetTruth, run_dag: Callable[..., Any], iceberg_connection: Path
 ) -> None:
@@ -181,13 +162,27 @@ def statsd(monkeypatch: pytest.MonkeyPatch) -> Iterator[StatsdListener]:
     listener.close()
 
 
-def test_metrics_reach_statsd(
+def test_dry_run_maps_the_due_tables_in_benefit_order_and_its_metrics_reach_statsd(
     fleet: FleetTruth, run_dag: Callable[..., Any], statsd: StatsdListener
 ) -> None:
-    run_dag(_fleet_dag(), run_conf={"dry_run": True})
+    run = run_dag(_fleet_dag(), run_conf={"dry_run": True})
+
+    planned = _planned(run)
+    assert [p["table"] for p in planned] == expected_order(fleet)[:MAX_TABLES]
+    for p in planned:
+        assert p["health"]["due"] == []  # a dry run: every gate says no ...
+        reasons = [s["reason"] for s in p["health"]["skipped"]]
+        due = [s["job"] for s in p["health"]["skipped"] if s["reason"].startswith("dry run")]
+        assert due == fleet.due[p["table"]], reasons  # ... and says what it would run
+    states = _states(run)
+    assert states.pop(("plan", -1)) == "success"
+    assert {task for task, _ in states} == {f"table.{job}" for job in JOB_ORDER}
+    assert {index for _, index in states} == set(range(MAX_TABLES))
+    assert set(states.values()) == {"skipped"}
+
+    # The run's metrics, and what a job task reports on success (its result) and on failure.
     from icefloe_airflow.fleet_dag import metrics  # noqa: PLC0415
 
-    # What a job task reports on success (its result) and on failure.
     result = {"rewritten_bytes": 12_582_912, "rewritten_data_files": 12, "added_data_files": 1}
     metrics.job_counters("default", "ns00.t0000", "rewrite_data_files", result)
     metrics.job_failed("default", "ns00.t0000", "rewrite_data_files")

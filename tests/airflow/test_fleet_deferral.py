@@ -37,13 +37,13 @@ LEASED, FREE = "db.leased", "db.free"
 DONE = ("success", "skipped")
 
 
-def job_tasks(server: AirflowServer, run_id: str, index: int) -> dict[str, dict[str, Any]]:
-    """The job task instances of the table mapped at `index`, by job."""
-    return {
-        t["task_id"].removeprefix("table."): t
-        for t in server.mapped_tasks(DAG_ID, run_id, "table")
-        if t["map_index"] == index
-    }
+def job_tasks(server: AirflowServer, run_id: str) -> list[dict[str, dict[str, Any]]]:
+    """The job task instances of the tables mapped at 0 and 1, each by job; one look."""
+    tables: list[dict[str, dict[str, Any]]] = [{}, {}]
+    for t in server.mapped_tasks(DAG_ID, run_id, "table"):
+        if t["map_index"] in (0, 1):  # not -1, a group not yet mapped
+            tables[t["map_index"]][t["task_id"].removeprefix("table.")] = t
+    return tables
 
 
 def planned_tables(server: AirflowServer, run_id: str) -> list[str]:
@@ -89,11 +89,10 @@ def test_a_leased_tables_job_waits_in_the_triggerer_while_the_other_table_runs(
         other table's jobs have all run (the run's one slot was free for them)."""
         if "run" not in seen:
             return False
-        leased_jobs = job_tasks(server, seen["run"], 0)
+        leased_jobs, free_jobs = job_tasks(server, seen["run"])
         compaction = leased_jobs.get("rewrite_data_files", {})
         if compaction.get("state") == "deferred":
             seen.setdefault("deferred", compaction)
-        free_jobs = job_tasks(server, seen["run"], 1)
         every_job = len(free_jobs) == len(leased_jobs) > 0
         if "deferred" in seen and every_job and all(t["state"] in DONE for t in free_jobs.values()):
             seen["free"] = free_jobs
@@ -116,7 +115,7 @@ def test_a_leased_tables_job_waits_in_the_triggerer_while_the_other_table_runs(
             assert planned_tables(server, run_id) == [LEASED, FREE]
             seen["run"] = run_id
         run = server.wait_for_dag_run(DAG_ID, run_id, timeout=600)
-        final = {t: job_tasks(server, run_id, i) for i, t in enumerate((LEASED, FREE))}
+        final = dict(zip((LEASED, FREE), job_tasks(server, run_id), strict=True))
     states = {t: {job: ti["state"] for job, ti in jobs.items()} for t, jobs in final.items()}
 
     assert "deferred" in seen, f"{LEASED}'s compaction never deferred: {states}"

@@ -41,8 +41,9 @@ def lease_triggers() -> int:
 def leased(
     warehouse: Path, table: str, *, until: Callable[[], bool], at_most: float = 60
 ) -> Iterator[list[float]]:
-    """The table's lease held by another owner (in a thread) until `until()` says so, or for
-    at most `at_most` seconds; yields a list that then holds the release's time.time()."""
+    """The table's lease held by another owner (in a thread) until `until()` says so (asked
+    every 0.5 s), or for at most `at_most` seconds; yields a list that then holds the
+    release's time.time()."""
     store = MaintenanceStore.open(state_store_uri(warehouse.parent))
     taken = threading.Event()
     released: list[float] = []
@@ -52,7 +53,7 @@ def leased(
         with store.lock(table, OTHER, ttl=timedelta(minutes=2), wait=timedelta(0)):
             taken.set()
             while not until() and time.monotonic() < deadline:
-                time.sleep(0.2)
+                time.sleep(0.5)
             released.append(time.time())
 
     holder = threading.Thread(target=hold, daemon=True)

@@ -1,30 +1,73 @@
-"""icefloe as an Airflow provider: what the real `airflow` CLI lists, and the connection form
-that Airflow builds from the provider info alone (no hook code), as its UI asks for it."""
+"""icefloe as an Airflow provider: what the real `airflow` CLI lists (its commands run by the
+`airflow` script's own `main()`, all in one Python process), and the connection form that
+Airflow builds from the provider info alone (no hook code), as its UI asks for it."""
 
 from __future__ import annotations
 
 import functools
-import os
+import json
 import subprocess
 import sys
-from pathlib import Path
+from typing import Any
 
 import pytest
 from icefloe_airflow.provider_info import CONNECTION_TYPE, get_provider_info
 
 pytestmark = pytest.mark.usefixtures("airflow_db")
 
-AIRFLOW = Path(sys.executable).parent / "airflow"
+STATE_URI = "postgresql+psycopg2://icefloe:pw@db:5432/icefloe"
+# The `airflow` commands the tests read, as the `airflow` script runs them (its `main()`,
+# on these arguments), all in one Python process: each process start imports Airflow,
+# seconds of CPU. The last reads `[icefloe] state_uri` from the variable set just before.
+COMMANDS = (
+    ("providers", "list"),
+    ("providers", "hooks"),
+    ("providers", "links"),
+    ("providers", "get", "icefloe", "--full", "-o", "json"),
+    ("config", "list", "--section", "icefloe", "--include-descriptions"),
+    ("config", "get-value", "icefloe", "state_uri"),
+)
+# Then what Airflow 3's UI gets for the connection form (ProvidersManager's declarative
+# metadata), as JSON on the last line.
+PROBE = f"""
+import contextlib, io, json, os, sys
+from airflow.__main__ import main
+printed = {{}}
+for args in {COMMANDS!r}:
+    if args[:2] == ("config", "get-value"):
+        os.environ["AIRFLOW__ICEFLOE__STATE_URI"] = {STATE_URI!r}
+    sys.argv = ["airflow", *args]
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        try:
+            main()
+        except SystemExit as exit:
+            assert not exit.code, (args, exit.code)
+    printed[" ".join(args)] = out.getvalue()
+from airflow.providers_manager import ProvidersManager
+pm = ProvidersManager()
+widgets = {{k: v.field for k, v in pm.connection_form_widgets.items() if 'icefloe' in k}}
+sensitive = sorted(k for k, v in pm.connection_form_widgets.items()
+                   if 'icefloe' in k and v.is_sensitive)
+form = {{'widgets': widgets, 'sensitive': sensitive,
+        'behaviour': pm.field_behaviours.get('icefloe')}}
+print(json.dumps({{'printed': printed, 'form': form}}))
+"""
 
 
 @functools.cache
-def airflow(*args: str) -> str:
-    """What the `airflow` CLI prints (once per arguments: each call starts Airflow, seconds)."""
+def probed() -> dict[str, Any]:
+    """What each of COMMANDS printed (by its arguments, space-separated), and the form."""
     done = subprocess.run(
-        [str(AIRFLOW), *args], capture_output=True, text=True, timeout=300, check=False
+        [sys.executable, "-c", PROBE], capture_output=True, text=True, timeout=300, check=False
     )
     assert done.returncode == 0, done.stderr[-3000:]
-    return done.stdout
+    return dict(json.loads(done.stdout.strip().splitlines()[-1]))
+
+
+def airflow(*args: str) -> str:
+    """What `airflow <args>` printed (one of COMMANDS)."""
+    return str(probed()["printed"][" ".join(args)])
 
 
 def test_airflow_lists_the_provider_its_connection_type_hook_and_link() -> None:
@@ -56,17 +99,7 @@ def test_the_connection_type_does_not_clash_with_airflows_iceberg_provider() -> 
 def test_airflow_knows_the_state_store_option() -> None:
     """`[icefloe] state_uri` is Airflow configuration: listed, read from its environment
     variable, and sensitive (its value hidden unless asked for)."""
-    uri = "postgresql+psycopg2://icefloe:pw@db:5432/icefloe"
-    done = subprocess.run(
-        [str(AIRFLOW), "config", "get-value", "icefloe", "state_uri"],
-        env={**os.environ, "AIRFLOW__ICEFLOE__STATE_URI": uri},
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert done.stdout.strip() == uri
+    assert airflow("config", "get-value", "icefloe", "state_uri").strip() == STATE_URI
     listed = airflow("config", "list", "--section", "icefloe", "--include-descriptions")
     assert "state_uri" in listed and "SQLAlchemy URL of icefloe's state store" in listed
     options = get_provider_info()["config"]["icefloe"]["options"]
@@ -76,23 +109,7 @@ def test_airflow_knows_the_state_store_option() -> None:
 
 def test_the_connection_form_comes_from_the_provider_info() -> None:
     """What Airflow 3's UI gets for the form (ProvidersManager's declarative metadata)."""
-    probe = (
-        "from airflow.providers_manager import ProvidersManager\n"
-        "import json\n"
-        "pm = ProvidersManager()\n"
-        "widgets = {k: v.field for k, v in pm.connection_form_widgets.items() if 'icefloe' in k}\n"
-        "sensitive = sorted(k for k, v in pm.connection_form_widgets.items()\n"
-        "                   if 'icefloe' in k and v.is_sensitive)\n"
-        "print(json.dumps({'widgets': widgets, 'sensitive': sensitive,\n"
-        "                  'behaviour': pm.field_behaviours.get('icefloe')}))"
-    )
-    done = subprocess.run(
-        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=300, check=False
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    import json  # noqa: PLC0415
-
-    form = json.loads(done.stdout.strip().splitlines()[-1])
+    form = probed()["form"]
     fields = form["widgets"]
     names = ("catalog_type", "uri", "warehouse", "catalog_name", "properties", "token")
     assert set(fields) == {f"extra__icefloe__{name}" for name in names}

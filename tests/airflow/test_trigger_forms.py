@@ -142,7 +142,9 @@ def dag_runs(server: AirflowServer, dag_id: str) -> list[dict[str, Any]]:
 
 def peak_of_running_jobs(server: AirflowServer, dag_id: str, run_id: str) -> tuple[int, set[int]]:
     """Watch a fleet run until it ends: the most job tasks running or queued at one look (what
-    the DAG's `max_active_tasks` bounds; a look is one query), and the tables whose jobs ran."""
+    the DAG's `max_active_tasks` bounds; a look is one query), and the tables whose jobs ran.
+    A look every 0.5 s: a job task is queued or running for seconds at least (its process
+    imports Airflow), so two at once would be seen."""
     path = f"/api/v2/dags/{dag_id}/dagRuns/{run_id}"
     peak, tables = 0, set()
     deadline = time.monotonic() + 300
@@ -153,7 +155,7 @@ def peak_of_running_jobs(server: AirflowServer, dag_id: str, run_id: str) -> tup
         tables |= {t["map_index"] for t in jobs if t["state"] in ("success", "skipped")}
         if finished:
             return peak, tables
-        time.sleep(0.2)
+        time.sleep(0.5)
     raise AssertionError(f"{dag_id} run {run_id} not finished after 300 s")
 
 
