@@ -1,10 +1,11 @@
 """Cheap real tables and DAG loading for the Airflow tests.
 
-Tables with small files, equality deletes and position deletes are built by the ingestion
-job itself, in this process, on the run's shared local SparkSession (tests/support/spark.py):
-a CDC batch costs a second there, against half a minute for a spark-submit. The DAGs under
-test then run their jobs as a warm Spark Connect server's clients or, for the shapes that
-need one, through real spark-submits (their settings: `tests.support.spark.spark_conf_dir`).
+Tables with small files, equality deletes and position deletes are CDC batches laid out as the
+ingestion job lays them out and committed without Spark (tests/spark/delete_tables.commit_cdc:
+a fiftieth of an in-process ingestion, which is test_ingest_*'s subject, not these tests').
+The DAGs under test then run their jobs as a warm Spark Connect server's clients or, for the
+shapes that need one, through real spark-submits (their settings:
+`tests.support.spark.spark_conf_dir`).
 """
 
 from __future__ import annotations
@@ -15,18 +16,15 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from pyspark.sql import SparkSession
 
 from icecore.catalog import Catalog
-from icecore.jobs.jobs import IngestOptions
 from icecore.table import Table
-from spark_jobs.ingest import run as ingest
-from tests.support.batches import CdcLog, Rows, cdc_frame
+from tests.spark.delete_tables import commit_cdc, create
+from tests.support.batches import CdcLog, Rows
 from tests.support.reader import scan_rows
 
 
 def ingest_cdc(
-    spark: SparkSession,
     catalog: Catalog,
     table: str,
     batches: int,
@@ -35,16 +33,13 @@ def ingest_cdc(
     seed: int = 1,
     partition_by: str | None = None,
 ) -> CdcLog:
-    """`batches` CDC commits into `table` (created on the first), with the ingestion job."""
+    """`batches` CDC commits into `table` (created on the first), as the ingestion job
+    commits them."""
     log = CdcLog(seed)
+    if not catalog.table_exists(table):
+        create(catalog, partition_by, name=table)
     for _ in range(batches):
-        rows = log.batch(size)
-        frame = cdc_frame(spark, rows)
-        options = IngestOptions(
-            table=table, mode="cdc", key=["id"], create=True, partition_by=partition_by
-        )
-        result = ingest(spark, catalog, options, source=frame)
-        assert result.status == "committed", result
+        commit_cdc(catalog.load_table(table), log.batch(size))
     return log
 
 

@@ -22,7 +22,6 @@ from pathlib import Path
 import pytest
 from icefloe_airflow.assets import fleet_asset, table_asset
 from icefloe_airflow.self_optimizing import optimize_dag_id
-from pyspark.sql import SparkSession
 
 from icecore.catalog import Catalog, catalog_from_settings, load_catalog
 from tests.airflow.tables import (
@@ -106,7 +105,6 @@ def test_ingest_dag_refuses_a_conf_without_source(
 
 @pytest.mark.usefixtures("jobs_on_connect")
 def test_job_dags_rewrite_deletes_compact_expire_and_remove_orphans(
-    spark: SparkSession,
     catalog: Catalog,
 ) -> None:
     """The job DAGs one after another on one table with equality and position deletes, each
@@ -114,7 +112,7 @@ def test_job_dags_rewrite_deletes_compact_expire_and_remove_orphans(
     sort compaction, snapshot expiry, orphan-file removal; the rows stay the same throughout.
     (The equality-delete conversion's DAG runs on the deployment, triggered through the REST
     API with a conf, and is checked there the same way: test_rest_api.py.)"""
-    ingest_cdc(spark, catalog, TABLE, 4, size=30, seed=11)
+    ingest_cdc(catalog, TABLE, 4, size=30, seed=11)
     table = catalog.load_table(TABLE)
     rows = table_rows(table)
     before = _live(catalog, TABLE)
@@ -164,7 +162,6 @@ def test_job_dags_rewrite_deletes_compact_expire_and_remove_orphans(
 
 @pytest.mark.usefixtures("jobs_on_connect")
 def test_self_optimizing_dag_heals_a_table_behind_a_rest_catalog(
-    spark: SparkSession,
     rest_catalog_server: RestCatalogServer,
     iceberg_connection: Path,
     tmp_path: Path,
@@ -187,7 +184,7 @@ def test_self_optimizing_dag_heals_a_table_behind_a_rest_catalog(
     namespace = f"dag_{uuid.uuid4().hex[:8]}"
     catalog.create_namespace(namespace)
     name = f"{namespace}.events"
-    ingest_cdc(spark, catalog, name, 4, size=30, seed=5)
+    ingest_cdc(catalog, name, 4, size=30, seed=5)
     table = catalog.load_table(name)
     manifests = table.health().manifests.data_manifests
     assert manifests >= 3

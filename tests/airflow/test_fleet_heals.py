@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pyspark.sql import SparkSession
 
 from icecore.catalog import Catalog, catalog_from_settings
 from tests.airflow.conftest import state_store_uri
@@ -27,7 +26,6 @@ TABLES = ("db.alpha", "db.beta")
 
 
 def test_the_fleet_dag_heals_two_tables(
-    spark: SparkSession,
     iceberg_connection: Path,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
@@ -35,7 +33,7 @@ def test_the_fleet_dag_heals_two_tables(
 ) -> None:
     catalog: Catalog = catalog_from_settings(warehouse=str(iceberg_connection))
     for seed, table in enumerate(TABLES, start=3):
-        ingest_cdc(spark, catalog, table, 3, size=30, seed=seed)
+        ingest_cdc(catalog, table, 3, size=30, seed=seed)
     rows = {t: table_rows(catalog.load_table(t)) for t in TABLES}
     # Orphans were removed an hour ago (two jobs fewer): compaction is what is due.
     hour_ago = int(time.time() * 1000) - 3_600_000

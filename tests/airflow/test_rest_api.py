@@ -14,7 +14,6 @@ from pathlib import Path
 
 import pytest
 from icefloe_airflow.state import MaintenanceStore
-from pyspark.sql import SparkSession
 
 from icecore.catalog import catalog_from_settings
 from tests.airflow.deployment import Deployment, icefloe_connection, state_store_uri
@@ -28,10 +27,10 @@ pytestmark = [pytest.mark.servers, pytest.mark.spark_submit]
 
 
 def test_trigger_with_conf_runs_to_success_and_bad_conf_is_refused(
-    spark: SparkSession, deployment: Deployment, warehouse: Path
+    deployment: Deployment, warehouse: Path
 ) -> None:
     catalog = catalog_from_settings(warehouse=str(warehouse))
-    ingest_cdc(spark, catalog, TABLE, 2, size=20, seed=21)
+    ingest_cdc(catalog, TABLE, 2, size=20, seed=21)
     rows = table_rows(catalog.load_table(TABLE))
     assert catalog.load_table(TABLE).health().totals.equality_deletes.files >= 1
     runs = f"/api/v2/dags/{DAG_ID}/dagRuns"
