@@ -135,8 +135,9 @@ ROUTES = {
 
 
 def _built(name: str, partition_by: str | None, respec: str | None) -> Built:
-    """The table of test_conversion_keeps_rows: four CDC batches of the ingestion job (with
-    `respec`, the last two after that partition field was added), built once per session."""
+    """The table of test_conversion_keeps_rows: four CDC batches (delete_tables.build: the
+    ingestion job's where keys may be null; with `respec`, the last two after that partition
+    field was added), built once per session."""
 
     def make(spark: SparkSession, catalog: SqlCatalog) -> None:
         build(spark, catalog, 4, partition_by, seed=7, respec=respec, size=20)

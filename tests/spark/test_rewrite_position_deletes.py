@@ -45,7 +45,7 @@ _TWO_SPECS = ("bucket(2, id)", "ts:day", False)
 
 
 def _built(name: str, shape: tuple[str | None, str | None, bool]) -> Built:
-    """Three CDC batches of the ingestion job in `shape`, built once per session."""
+    """Three CDC batches in `shape` (delete_tables.build), built once per session."""
     partition_by, respec, _ = shape
 
     def make(spark: SparkSession, catalog: SqlCatalog) -> None:
